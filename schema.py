@@ -1,0 +1,166 @@
+"""The chunk row every corpus produces and the store holds (DESIGN §2).
+
+One shape for all three corpora keeps filters uniform: ``chips`` is a list everywhere, and
+``revisions`` is a list where empty means "this content has no revision axis", never "all".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from chip_vocab import DOC_TYPES, chip_ids, chips
+
+LIST_FIELDS = ("chips", "revisions", "symbol_refs", "doc_refs", "file_refs")
+STRING_FIELDS = (
+    "text",
+    "doc_type",
+    "source_doc",
+    "section_path",
+    "file_path",
+    "source_version",
+    "source_commit",
+    "content_hash",
+)
+CHUNK_FIELDS = (
+    "text",
+    "doc_type",
+    "chips",
+    "revisions",
+    "source_doc",
+    "section_path",
+    "file_path",
+    "chunk_index",
+    "symbol_refs",
+    "doc_refs",
+    "file_refs",
+    "source_version",
+    "source_commit",
+    "content_hash",
+)
+
+
+def content_hash(text: str) -> str:
+    """Hash of the embedded text: the embedding cache key, so only changed text is re-embedded."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def make_row(
+    *,
+    text: str,
+    doc_type: str,
+    chips: Iterable[str],
+    source_doc: str,
+    section_path: str,
+    file_path: str,
+    chunk_index: int,
+    revisions: Iterable[str] = (),
+    symbol_refs: Iterable[str] = (),
+    doc_refs: Iterable[str] = (),
+    file_refs: Iterable[str] = (),
+    source_version: str = "unknown",
+    source_commit: str = "unknown",
+) -> dict[str, Any]:
+    """Build and validate one chunk row; list fields are de-duplicated in first-seen order."""
+    row = {
+        "text": text,
+        "doc_type": doc_type,
+        "chips": _unique(chips),
+        "revisions": _unique(revisions),
+        "source_doc": source_doc,
+        "section_path": section_path,
+        "file_path": file_path,
+        "chunk_index": chunk_index,
+        "symbol_refs": _unique(symbol_refs),
+        "doc_refs": _unique(doc_refs),
+        "file_refs": _unique(file_refs),
+        "source_version": source_version,
+        "source_commit": source_commit,
+        "content_hash": content_hash(text),
+    }
+    validate_row(row)
+    return row
+
+
+def _unique(values: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(v for v in values if v))
+
+
+def validate_row(row: dict[str, Any]) -> None:
+    """Raise ValueError naming the first field that breaks the data model."""
+    missing = [f for f in CHUNK_FIELDS if f not in row]
+    if missing:
+        raise ValueError(f"chunk row lacks fields: {', '.join(missing)}")
+    for name in STRING_FIELDS:
+        if not isinstance(row[name], str):
+            raise ValueError(f"field {name!r} must be a string, got {type(row[name]).__name__}")
+    for name in LIST_FIELDS:
+        value = row[name]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"field {name!r} must be a list of strings")
+    if not isinstance(row["chunk_index"], int) or row["chunk_index"] < 0:
+        raise ValueError("field 'chunk_index' must be a non-negative integer")
+    if not row["text"].strip():
+        raise ValueError("field 'text' is empty")
+    if row["doc_type"] not in DOC_TYPES:
+        raise ValueError(f"doc_type {row['doc_type']!r} is not one of {', '.join(DOC_TYPES)}")
+    if not row["chips"]:
+        raise ValueError("field 'chips' is empty: every row belongs to at least one chip")
+    unknown = [c for c in row["chips"] if c not in chips()]
+    if unknown:
+        raise ValueError(f"unknown chips {unknown}; valid chips: {', '.join(chip_ids())}")
+    for rev in row["revisions"]:
+        if not any(rev in chips()[c].revisions for c in row["chips"]):
+            raise ValueError(f"revision {rev!r} is not published for chips {row['chips']}")
+
+
+def arrow_schema(vector_dim: int) -> pa.Schema:
+    """The store's table schema; the vector width comes from the embedding model, never a constant."""
+    string_list = pa.list_(pa.string())
+    fields = []
+    for name in CHUNK_FIELDS:
+        if name in LIST_FIELDS:
+            fields.append(pa.field(name, string_list))
+        elif name == "chunk_index":
+            fields.append(pa.field(name, pa.int32()))
+        else:
+            fields.append(pa.field(name, pa.string()))
+    fields.append(pa.field("vector", pa.list_(pa.float32(), vector_dim)))
+    return pa.schema(fields)
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """Yield rows from a JSONL file, naming the file and line of any malformed one."""
+    with open(path, encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from exc
+
+
+def write_jsonl(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) -> int:
+    """Write rows atomically (temp file, then rename) so a crash never leaves half a corpus."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                count += 1
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return count
