@@ -1,0 +1,760 @@
+"""ESP-IDF SoC headers -> `src` chunk rows (DESIGN §5), plus the checks that prove nothing was lost.
+
+Register headers are walls of per-field mask/shift macros that the TRM already explains, so each
+becomes a compact *card*: every register with its address expression (what "where is X" needs).
+Capability, struct and hand-written headers keep their full text, chunked per macro/declaration so
+a value never loses its comment. ``reg_base.h`` is kept whole so a base address is one lookup away.
+
+    uv run ingest_source.py --idf-path /work/esp-idf --out-path src_chunks.jsonl
+    uv run ingest_source.py check-registers --trm-chunks trm_chunks.jsonl --src-chunks src_chunks.jsonl
+    uv run ingest_source.py census --idf-path /work/esp-idf --src-chunks src_chunks.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from chip_vocab import chip_ids
+from chunking import Block, Section, chunk_tree, word_count
+from provenance import source_provenance
+from schema import make_row, read_jsonl, write_jsonl
+
+SOC_DIR = Path("components/soc")
+# Silicon-revision folders ESP-IDF keeps side by side (components/soc/CMakeLists.txt picks one per
+# build). Value: the chips.yaml revisions the folder's headers describe; None = not ingested.
+HW_VERSION_DIRS: dict[tuple[str, str], tuple[str, ...] | None] = {
+    ("esp32p4", "hw_ver1"): ("v1.3",),
+    ("esp32p4", "hw_ver3"): ("mainline",),
+    # ESP32-H21: the MP (production) silicon is the chip's only published revision; the beta1
+    # headers describe engineering samples the chip vocabulary has no revision for.
+    ("esp32h21", "hw_ver_mp"): (),
+    ("esp32h21", "hw_ver_beta1"): None,
+}
+FIELD_SUFFIXES = ("_M", "_V", "_S")
+GROUP_WORDS = 60  # consecutive one-line macros share a block up to this size
+IDENT = r"[A-Za-z_]\w*"
+_DEFINE = re.compile(rf"^\s*#\s*define\s+({IDENT})(\([^)]*\))?\s*(.*)$", re.S)
+_REGISTER_HEADING = re.compile(rf"^\s*/\*\*\s*({IDENT})\s+register\s*$")
+_LICENSE = re.compile(r"SPDX-|Licensed under|Copyright", re.I)
+_BANNER = re.compile(r"[-=*]{5,}")
+_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
+
+
+class UsageError(Exception):
+    """Bad command-line input: reported in one line with exit status 2."""
+
+
+# ---------------------------------------------------------------- header scanning
+
+
+@dataclass
+class Item:
+    """One top-level piece of a header: a #define, a declaration, or preprocessor glue.
+
+    ``comment`` is the comment written just above it (the macro's explanation) and travels with it.
+    """
+
+    kind: str  # "define" | "decl" | "pp" | "banner"
+    text: str
+    names: list[str] = field(default_factory=list)
+    params: str = ""
+    value: str = ""
+    comment: str = ""
+
+
+def _strip_comments(code: str) -> str:
+    code = re.sub(r"/\*.*?\*/", " ", code, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", code)
+
+
+def _decl_names(code: str) -> list[str]:
+    """File-scope names a declaration introduces: typedef names, tags, enum constants, externs."""
+    bare = _strip_comments(code)
+    names: list[str] = []
+    names += re.findall(rf"\b(?:struct|union|enum)\s+({IDENT})\s*\{{", bare)
+    for body in re.findall(r"\benum\b[^{;]*\{(.*?)\}", bare, flags=re.S):
+        names += re.findall(rf"(?:^|,)\s*({IDENT})\s*(?:=[^,]*)?(?=,|$)", body.strip(), flags=re.S)
+    depth_zero = re.sub(r"\{[^{}]*\}", " ", bare)
+    while "{" in depth_zero:
+        reduced = re.sub(r"\{[^{}]*\}", " ", depth_zero)
+        if reduced == depth_zero:
+            break
+        depth_zero = reduced
+    if re.match(r"\s*typedef\b", depth_zero):
+        func_ptr = re.search(rf"\(\s*\*\s*({IDENT})\s*\)", depth_zero)
+        if func_ptr:
+            names.append(func_ptr.group(1))
+        else:
+            names += re.findall(rf"({IDENT})\s*(?:\[[^\]]*\])*\s*[,;]", depth_zero)
+    elif "(" in depth_zero and not depth_zero.lstrip().startswith('extern "C"'):
+        func = re.search(rf"({IDENT})\s*\([^()]*\)\s*(?:__attribute__\s*\(\(.*\)\))?\s*;?\s*$", depth_zero)
+        if func:
+            names.append(func.group(1))
+    else:
+        names += re.findall(rf"({IDENT})\s*(?:\[[^\]]*\])*\s*(?:=[^,;]*)?[,;]", depth_zero)
+    keywords = {"const", "volatile", "static", "extern", "struct", "union", "enum", "typedef", "int", "void"}
+    return [n for n in dict.fromkeys(names) if n not in keywords]
+
+
+def _brace_balance(code: str) -> int:
+    bare = _strip_comments(code)
+    return bare.count("{") - bare.count("}")
+
+
+def scan_header(text: str) -> list[Item]:
+    """Split a header into items, dropping licence text, include guards and C++ linkage glue."""
+    lines = text.replace("\r\n", "\n").split("\n")
+    items: list[Item] = []
+    pending_comment: list[str] = []
+    guard: str | None = None
+    index = 0
+
+    def take_comment() -> str:
+        comment = "\n".join(pending_comment).strip()
+        pending_comment.clear()
+        return comment
+
+    while index < len(lines):
+        line = lines[index]
+        stripped = line.strip()
+        if not stripped:
+            index += 1
+            continue
+        if stripped.startswith("/*") or stripped.startswith("//"):
+            block = [line]
+            if stripped.startswith("/*"):
+                while "*/" not in block[-1] and index + 1 < len(lines):
+                    index += 1
+                    block.append(lines[index])
+            index += 1
+            comment = "\n".join(block)
+            if _LICENSE.search(comment):
+                continue
+            if _BANNER.search(comment) and comment.count("\n") < 3:
+                title = re.sub(r"[/*\-=]+", " ", comment).strip()
+                if title:
+                    items.append(Item("banner", title))
+                    continue
+            pending_comment.append(comment)
+            continue
+        if stripped.startswith("#"):
+            logical = [line]
+            while (logical[-1].rstrip().endswith("\\") or _open_comment("\n".join(logical))) and (
+                index + 1 < len(lines)
+            ):
+                index += 1
+                logical.append(lines[index])
+            index += 1
+            directive = "\n".join(logical)
+            define = _DEFINE.match(directive)
+            if define:
+                name = define.group(1)
+                if name == guard:
+                    continue
+                value = re.sub(r"\s*\\\n\s*", " ", define.group(3)).strip()
+                items.append(
+                    Item(
+                        "define",
+                        directive,
+                        [name],
+                        params=define.group(2) or "",
+                        value=value,
+                        comment=take_comment(),
+                    )
+                )
+                continue
+            ifndef = re.match(rf"\s*#\s*ifndef\s+({IDENT})\s*$", directive)
+            if ifndef and guard is None and not items and re.search(r"_H_*$", ifndef.group(1)):
+                guard = ifndef.group(1)
+                continue
+            if re.match(r"\s*#\s*(pragma\s+once|ifdef\s+__cplusplus)", directive):
+                continue
+            if re.match(r"\s*#\s*endif", directive) and (
+                _cplusplus_glue(items) or (guard and _only_blank_after(lines, index))
+            ):
+                if _cplusplus_glue(items):
+                    items.pop()
+                continue
+            items.append(Item("pp", directive, comment=take_comment()))
+            continue
+        if stripped == "}" or stripped.startswith('extern "C"'):
+            if stripped == "}":
+                items.append(Item("pp", "}"))
+            elif "{" not in stripped:
+                index = _skip_opening_brace(lines, index + 1)
+            index += 1
+            continue
+        # a C declaration: read until braces balance and a ';' ends it
+        decl = [line]
+        while not _declaration_complete("\n".join(decl)) and index + 1 < len(lines):
+            index += 1
+            decl.append(lines[index])
+        index += 1
+        code = "\n".join(decl)
+        items.append(Item("decl", code, _decl_names(code), comment=take_comment()))
+    if pending_comment and items:
+        items[-1].text += "\n" + take_comment()
+    return items
+
+
+def _open_comment(code: str) -> bool:
+    """True while a /* comment started in ``code`` has not been closed yet."""
+    return "/*" in re.sub(r"/\*.*?\*/", " ", code, flags=re.S)
+
+
+def _declaration_complete(code: str) -> bool:
+    """Braces balanced and ended by ';' -- or a closed function body (static inline helpers)."""
+    if _open_comment(code) or _brace_balance(code) > 0:
+        return False
+    bare = _strip_comments(code).rstrip()
+    if bare.endswith(";"):
+        return True
+    head = bare.split("{", 1)[0]
+    return bare.endswith("}") and ")" in head and "=" not in head
+
+
+def _skip_opening_brace(lines: list[str], index: int) -> int:
+    """After a bare ``extern "C"``, the index of its ``{`` line (or the line before the next code)."""
+    while index < len(lines) and not lines[index].strip():
+        index += 1
+    return index if index < len(lines) and lines[index].strip() == "{" else index - 1
+
+
+def _cplusplus_glue(items: list[Item]) -> bool:
+    """The closing brace of ``extern "C" {`` was just recorded; its #endif closes __cplusplus."""
+    return bool(items) and items[-1].kind == "pp" and items[-1].text == "}"
+
+
+def _only_blank_after(lines: list[str], index: int) -> bool:
+    rest = "\n".join(lines[index:])
+    return not _strip_comments(rest).strip()
+
+
+# ---------------------------------------------------------------- classification
+
+
+@dataclass(frozen=True)
+class HeaderFile:
+    path: Path
+    rel_path: str  # repository path, e.g. components/soc/esp32c3/register/soc/uart_reg.h
+    chips: tuple[str, ...]
+    revisions: tuple[str, ...]
+
+
+def discover_headers(idf_path: Path) -> tuple[list[HeaderFile], list[str]]:
+    """Every .h under components/soc/include and components/soc/<chip>; also the skipped ones."""
+    soc = idf_path / SOC_DIR
+    found: list[HeaderFile] = []
+    skipped: list[str] = []
+    for path in sorted((soc / "include").rglob("*.h")):
+        found.append(HeaderFile(path, path.relative_to(idf_path).as_posix(), tuple(chip_ids()), ()))
+    for chip in chip_ids():
+        chip_dir = soc / chip
+        for path in sorted(chip_dir.rglob("*.h")):
+            rel = path.relative_to(idf_path).as_posix()
+            revisions = _revisions_for(chip, path.relative_to(chip_dir).parts)
+            if revisions is None:
+                skipped.append(rel)
+                continue
+            found.append(HeaderFile(path, rel, (chip,), revisions))
+    return found, skipped
+
+
+def _revisions_for(chip: str, parts: tuple[str, ...]) -> tuple[str, ...] | None:
+    hw_dirs = [p for p in parts[:-1] if p.startswith("hw_ver")]
+    if not hw_dirs:
+        return ()
+    key = (chip, hw_dirs[0])
+    if key not in HW_VERSION_DIRS:
+        raise UsageError(
+            f"{chip}: unknown silicon-revision folder {hw_dirs[0]!r}; "
+            f"map it in HW_VERSION_DIRS (known: {', '.join(f'{c}/{d}' for c, d in HW_VERSION_DIRS)})"
+        )
+    return HW_VERSION_DIRS[key]
+
+
+def field_macro_names(items: list[Item]) -> set[str]:
+    """Per-field macros of generated register headers: X with X_V and X_S, plus X_M/X_V/X_S."""
+    defined = {i.names[0] for i in items if i.kind == "define"}
+    fields: set[str] = set()
+    for name in defined:
+        if f"{name}_V" in defined and f"{name}_S" in defined:
+            fields.add(name)
+            fields.update(f"{name}{s}" for s in FIELD_SUFFIXES if f"{name}{s}" in defined)
+    return fields
+
+
+def is_register_card(file_name: str, items: list[Item]) -> bool:
+    """Generated register headers (mask/shift walls) become cards; hand-written *_reg.h stay text."""
+    return file_name.endswith("_reg.h") and file_name != "reg_base.h" and bool(field_macro_names(items))
+
+
+# ---------------------------------------------------------------- chunk building
+
+
+def _unwrap(value: str) -> str:
+    """``(DR_REG_X_BASE + 0x6c)`` -> ``DR_REG_X_BASE + 0x6c`` when the parentheses enclose it all."""
+    value = _strip_comments(value).strip()
+    while value.startswith("(") and value.endswith(")"):
+        depth = 0
+        for pos, char in enumerate(value):
+            depth += (char == "(") - (char == ")")
+            if depth == 0 and pos < len(value) - 1:
+                return value
+        value = value[1:-1].strip()
+    return value
+
+
+def _register_description(comment: str, name: str) -> str:
+    """The one-line summary generated headers put under ``/** NAME register``."""
+    lines = [ln.strip().lstrip("*").strip() for ln in comment.splitlines()]
+    if not lines or not _REGISTER_HEADING.match(comment.splitlines()[0]) or name not in lines[0]:
+        return ""
+    body = [ln for ln in lines[1:] if ln and ln != "/"]
+    return " ".join(body).removesuffix("*/").strip()
+
+
+def card_blocks(items: list[Item]) -> tuple[list[Block], int]:
+    """One block per register (``NAME = address expression``), field names kept as symbols only."""
+    fields = field_macro_names(items)
+    blocks: list[Block] = []
+    leading = _leading_comment(items)
+    if leading:
+        blocks.append(Block(leading))
+    registers = 0
+    orphan_fields: list[str] = []
+    for item in items:
+        if item.kind != "define":
+            continue
+        name = item.names[0]
+        if name in fields:
+            if not name.endswith(FIELD_SUFFIXES) or name[:-2] not in fields:
+                # a field belongs to the register above it; fields before any register wait for one
+                (blocks[-1].symbol_refs if blocks and blocks[-1].symbol_refs else orphan_fields).append(name)
+            continue
+        registers += 1
+        line = f"{name}{item.params} = {_unwrap(item.value)}"
+        description = _register_description(item.comment, name)
+        if description:
+            line += f"  // {description}"
+        blocks.append(Block(line, atomic=True, symbol_refs=[name, *orphan_fields]))
+        orphan_fields.clear()
+    if orphan_fields:
+        blocks.append(Block("Field macros: " + ", ".join(orphan_fields), symbol_refs=list(orphan_fields)))
+    return group_blocks(blocks), registers
+
+
+def _leading_comment(items: list[Item]) -> str:
+    """The file's own introduction: comments before the first define that are not field docs."""
+    parts: list[str] = []
+    for item in items:
+        if item.kind == "banner":
+            parts.append(item.text)
+            continue
+        comment = item.comment.strip()
+        if comment and not re.match(rf"/\*+\s*{IDENT}\s*(:|register\b)", comment):
+            parts.append(comment)
+        if item.kind == "define":
+            break
+    return "\n".join(parts)
+
+
+def group_blocks(blocks: list[Block], max_words: int = GROUP_WORDS) -> list[Block]:
+    """Pack consecutive small atomic blocks into one (newline-joined) so a wall of one-line macros
+    reads as a list, not a line per paragraph; chunk splits still fall only between whole items."""
+    grouped: list[Block] = []
+    for block in blocks:
+        previous = grouped[-1] if grouped else None
+        if (
+            previous is not None
+            and previous.atomic
+            and block.atomic
+            and word_count(previous.text) + word_count(block.text) <= max_words
+        ):
+            previous.text += "\n" + block.text
+            previous.symbol_refs = [*previous.symbol_refs, *block.symbol_refs]
+            continue
+        grouped.append(Block(block.text, block.atomic, list(block.symbol_refs)))
+    return grouped
+
+
+def text_sections(title: str, items: list[Item]) -> Section:
+    """Full-text layout: banners become subsections, every define/declaration one atomic block."""
+    root = Section(title)
+    current = root
+    prefix: list[str] = []
+    for item in items:
+        if item.kind == "banner":
+            current = Section(item.text)
+            root.children.append(current)
+            continue
+        if item.kind == "pp" and not re.match(r"\s*#\s*(endif|else|elif)", item.text):
+            # an #if / #include introduces what follows: keep it with the next item
+            prefix.append(_with_comment(item))
+            continue
+        if item.kind == "pp" and current.blocks:
+            current.blocks[-1].text += "\n" + item.text
+            continue
+        body = "\n".join([*prefix, _with_comment(item)])
+        prefix.clear()
+        current.blocks.append(Block(body, atomic=item.kind != "pp", symbol_refs=list(item.names)))
+    if prefix:
+        current.blocks.append(Block("\n".join(prefix)))
+    for section in (root, *root.children):
+        section.blocks = group_blocks(section.blocks)
+    return root
+
+
+def _with_comment(item: Item) -> str:
+    return f"{item.comment}\n{item.text}" if item.comment else item.text
+
+
+@dataclass
+class HeaderResult:
+    rows: list[dict[str, Any]]
+    card: bool
+    declared: set[str]
+    registers: int = 0
+
+
+def header_rows(header: HeaderFile, source_version: str, source_commit: str) -> HeaderResult:
+    """All chunk rows of one header file."""
+    text = header.path.read_text(encoding="utf-8", errors="replace")
+    items = scan_header(text)
+    name = header.path.name
+    card = is_register_card(name, items)
+    includes = [m.group(1) for m in map(_INCLUDE.match, text.splitlines()) if m]
+    if card:
+        blocks, registers = card_blocks(items)
+        root = Section(header.rel_path, blocks=blocks)
+    else:
+        registers = 0
+        root = text_sections(header.rel_path, items)
+    declared = declared_symbols(text)
+    rows = []
+    for index, chunk in enumerate(chunk_tree(root)):
+        rows.append(
+            make_row(
+                text=chunk.text,
+                doc_type="src",
+                chips=header.chips,
+                revisions=header.revisions,
+                source_doc=name,
+                section_path=" > ".join(chunk.section_path),
+                file_path=header.rel_path,
+                chunk_index=index,
+                symbol_refs=chunk.symbol_refs,
+                file_refs=includes if index == 0 else (),
+                source_version=source_version,
+                source_commit=source_commit,
+            )
+        )
+    return HeaderResult(rows, card, declared, registers)
+
+
+# ---------------------------------------------------------------- census (independent of the scanner)
+
+
+def declared_symbols(text: str) -> set[str]:
+    """What a header declares, by plain regexes over comment-free text (not via scan_header).
+
+    Include guards are left out; per-field _M/_V/_S macros are collapsed into their field name,
+    which is what a card keeps.
+    """
+    bare = _strip_comments(text)
+    names = set(re.findall(rf"^\s*#\s*define\s+({IDENT})", bare, flags=re.M))
+    guards = set(re.findall(rf"^\s*#\s*ifndef\s+({IDENT})\s*\n\s*#\s*define\s+\1\b", bare, flags=re.M))
+    names -= guards
+    names = {n[:-2] if n.endswith(FIELD_SUFFIXES) and n[:-2] in names else n for n in names}
+    names |= set(re.findall(rf"\}}\s*({IDENT})\s*;", _top_level(bare)))  # typedef struct {...} name;
+    names |= set(re.findall(rf"\b(?:struct|union|enum)\s+({IDENT})\s*\{{", bare))
+    return names
+
+
+def _top_level(code: str) -> str:
+    """``code`` with every brace body emptied, so only file-scope names remain around ``{}``."""
+    out: list[str] = []
+    depth = 0
+    for char in code:
+        if char == "}":
+            depth -= 1
+        if depth == 0:
+            out.append(char)
+        if char == "{":
+            depth += 1
+    return "".join(out)
+
+
+def census(results: dict[str, HeaderResult]) -> tuple[int, int, list[tuple[str, list[str]]]]:
+    """(declared, reached, [(file, missing names)]) over every ingested header."""
+    declared_total = reached_total = 0
+    gaps: list[tuple[str, list[str]]] = []
+    for rel_path, result in results.items():
+        in_chunks = {s for row in result.rows for s in row["symbol_refs"]}
+        missing = sorted(result.declared - in_chunks)
+        declared_total += len(result.declared)
+        reached_total += len(result.declared) - len(missing)
+        if missing:
+            gaps.append((rel_path, missing))
+    return declared_total, reached_total, gaps
+
+
+# ---------------------------------------------------------------- ingest CLI
+
+
+def ingest(idf_path: Path, out_path: Path) -> dict[str, HeaderResult]:
+    if not (idf_path / SOC_DIR).is_dir():
+        raise UsageError(f"{idf_path} is not an ESP-IDF tree: {SOC_DIR} is missing")
+    headers, skipped = discover_headers(idf_path)
+    if not headers:
+        raise UsageError(f"no headers found under {idf_path / SOC_DIR}")
+    prov = source_provenance(idf_path)
+    results: dict[str, HeaderResult] = {}
+    for header in tqdm(headers, desc="headers", unit="file"):
+        results[header.rel_path] = header_rows(header, prov.version, prov.commit)
+    rows = (row for result in results.values() for row in result.rows)
+    write_jsonl(out_path, rows)
+    for rel in skipped:
+        print(f"skipped (revision not in chips.yaml): {rel}", file=sys.stderr)
+    return results
+
+
+def _summarise(results: dict[str, HeaderResult], seconds: float, out_path: Path) -> str:
+    rows = sum(len(r.rows) for r in results.values())
+    cards = sum(1 for r in results.values() if r.card)
+    declared, reached, _ = census(results)
+    return (
+        f"{rows} src chunks from {len(results)} headers ({cards} register cards) -> {out_path}; "
+        f"census {reached}/{declared} declared symbols in chunks; {seconds:.1f}s"
+    )
+
+
+def per_chip_counts(results: dict[str, HeaderResult]) -> dict[str, tuple[int, int]]:
+    """chip -> (files, chunks), shared headers counted under 'all'."""
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for rel_path, result in results.items():
+        key = "all" if rel_path.startswith(f"{SOC_DIR}/include/") else rel_path.split("/")[2]
+        counts[key][0] += 1
+        counts[key][1] += len(result.rows)
+    return {k: (v[0], v[1]) for k, v in counts.items()}
+
+
+# ---------------------------------------------------------------- TRM register resolution
+
+
+_TRM_REGISTER = re.compile(r"^Register (\S+)(?: \((.*)\))?\s*$", re.M)
+
+
+@dataclass(frozen=True)
+class TrmRegister:
+    name: str
+    params: tuple[str, ...]  # parameter letters from "(n: 0-7)", e.g. ("n",)
+
+
+def trm_registers(rows: Iterable[dict[str, Any]]) -> dict[str, set[TrmRegister]]:
+    """chip -> the registers named by "Register NAME" lines of doc_type trm rows."""
+    per_chip: dict[str, set[TrmRegister]] = defaultdict(set)
+    for row in rows:
+        if row.get("doc_type") != "trm":
+            continue
+        for match in _TRM_REGISTER.finditer(row["text"]):
+            params = tuple(re.findall(r"([A-Za-z]\w*)\s*:", match.group(2) or ""))
+            for chip in row["chips"]:
+                per_chip[chip].add(TrmRegister(match.group(1), params))
+    return per_chip
+
+
+def src_symbols(rows: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
+    """chip -> every symbol the chip's headers (and the shared ones) declare."""
+    per_chip: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        if row.get("doc_type") != "src":
+            continue
+        for chip in row["chips"]:
+            per_chip[chip].update(row["symbol_refs"])
+    return per_chip
+
+
+def parameter_pattern(name: str, params: Iterable[str]) -> re.Pattern[str] | None:
+    """``AES_KEY_n_REG`` with parameter n -> regex matching AES_KEY_3_REG; None if unparameterised."""
+    letters = set(params) or {t for t in re.split(r"_", name) if t.islower() and len(t) <= 2}
+    if not letters:
+        return None
+    alternation = "|".join(sorted((re.escape(p) for p in letters), key=len, reverse=True))
+    pattern = re.sub(rf"(?<![A-Za-z])({alternation})(?![a-z])", "\x00", name)
+    if "\x00" not in pattern:
+        pattern = re.sub(rf"({alternation})", "\x00", name)
+    if "\x00" not in pattern:
+        return None
+    return re.compile("^" + re.escape(pattern).replace("\x00", r"\d+") + "$")
+
+
+def classify_register(register: TrmRegister, symbols: set[str], by_suffix: dict[str, list[str]]) -> str:
+    """How a TRM register name relates to the chip's headers (the check-registers categories)."""
+    if register.name in symbols:
+        return "exact"
+    pattern = parameter_pattern(register.name, register.params)
+    if pattern is not None and any(pattern.match(s) for s in symbols):
+        return "parameterised"
+    if register.name.upper() in symbols or register.name.upper().replace("_N_", "_") in symbols:
+        return "parameterised"
+    suffix = register.name.split("_", 1)[-1]
+    if by_suffix.get(suffix):
+        return "prefix-differs"
+    return "absent"
+
+
+def check_registers(trm_rows: Iterable[dict[str, Any]], src_rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Per chip: the share of TRM register names that resolve to a #define in that chip's headers."""
+    trm = trm_registers(trm_rows)
+    src = src_symbols(src_rows)
+    report: dict[str, Any] = {}
+    for chip in sorted(trm):
+        symbols = {s for s in src.get(chip, set()) if s.endswith("_REG") or "_REG" in s}
+        by_suffix: dict[str, list[str]] = defaultdict(list)
+        for symbol in symbols:
+            by_suffix[symbol.split("_", 1)[-1]].append(symbol)
+        categories: Counter[str] = Counter()
+        samples: dict[str, list[str]] = defaultdict(list)
+        for register in sorted(trm[chip], key=lambda r: r.name):
+            category = classify_register(register, symbols, by_suffix)
+            categories[category] += 1
+            if len(samples[category]) < 6 and category != "exact":
+                samples[category].append(register.name)
+        total = sum(categories.values())
+        resolved = categories["exact"] + categories["parameterised"]
+        report[chip] = {
+            "trm_registers": total,
+            "resolved": resolved,
+            "share": resolved / total if total else 0.0,
+            "categories": dict(categories),
+            "samples": dict(samples),
+        }
+    return report
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def _load_rows(path: Path, what: str) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise UsageError(f"{what} file not found: {path}")
+    try:
+        return list(read_jsonl(path))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _cmd_ingest(args: argparse.Namespace) -> str:
+    started = time.monotonic()
+    results = ingest(Path(args.idf_path), Path(args.out_path))
+    for chip, (files, chunks) in sorted(per_chip_counts(results).items()):
+        print(f"  {chip:10s} {files:4d} headers {chunks:5d} chunks")
+    _, _, gaps = census(results)
+    for rel, missing in gaps[:20]:
+        print(f"  census gap {rel}: {', '.join(missing[:8])}", file=sys.stderr)
+    return _summarise(results, time.monotonic() - started, Path(args.out_path))
+
+
+def _cmd_check_registers(args: argparse.Namespace) -> str:
+    trm_rows = _load_rows(Path(args.trm_chunks), "TRM chunks")
+    src_rows = _load_rows(Path(args.src_chunks), "src chunks")
+    report = check_registers(trm_rows, src_rows)
+    if not report:
+        raise UsageError(f"no 'Register NAME' lines in doc_type trm rows of {args.trm_chunks}")
+    total = resolved = 0
+    for chip, facts in report.items():
+        total += facts["trm_registers"]
+        resolved += facts["resolved"]
+        cats = ", ".join(f"{k} {v}" for k, v in sorted(facts["categories"].items()))
+        print(
+            f"{chip:10s} {facts['resolved']:5d}/{facts['trm_registers']:5d} {facts['share']:6.1%}  ({cats})"
+        )
+        for category, names in facts["samples"].items():
+            print(f"    {category}: {', '.join(names)}")
+    share = resolved / total if total else 0.0
+    if share < args.min_share:
+        raise UsageError(f"register resolution {share:.1%} is below --min-share {args.min_share:.0%}")
+    return f"{resolved}/{total} TRM registers ({share:.1%}) resolve to a #define in the same chip's headers"
+
+
+def _cmd_census(args: argparse.Namespace) -> str:
+    """Re-derive declared symbols from the tree and check each reached a chunk of its file."""
+    idf_path = Path(args.idf_path)
+    if not (idf_path / SOC_DIR).is_dir():
+        raise UsageError(f"{idf_path} is not an ESP-IDF tree: {SOC_DIR} is missing")
+    rows = _load_rows(Path(args.src_chunks), "src chunks")
+    per_file: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        per_file[row["file_path"]].update(row["symbol_refs"])
+    headers, _ = discover_headers(idf_path)
+    declared_total = reached = 0
+    missing_files: list[str] = []
+    for header in tqdm(headers, desc="census", unit="file"):
+        declared = declared_symbols(header.path.read_text(encoding="utf-8", errors="replace"))
+        if header.rel_path not in per_file:
+            missing_files.append(header.rel_path)
+        lost = sorted(declared - per_file.get(header.rel_path, set()))
+        declared_total += len(declared)
+        reached += len(declared) - len(lost)
+        if lost:
+            print(f"  {header.rel_path}: {len(lost)} missing, e.g. {', '.join(lost[:6])}")
+    for rel in missing_files[:20]:
+        print(f"  no chunk at all: {rel}")
+    summary = (
+        f"census: {reached}/{declared_total} declared symbols reached chunks; "
+        f"{len(headers) - len(missing_files)}/{len(headers)} headers have chunks"
+    )
+    if reached != declared_total or missing_files:
+        raise UsageError(summary)
+    return summary
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--idf-path", help="ESP-IDF checkout (ingest)")
+    parser.add_argument("--out-path", default="src_chunks.jsonl", help="JSONL to write (ingest)")
+    sub = parser.add_subparsers(dest="command")
+    check = sub.add_parser("check-registers", help="TRM register names resolved by header #defines")
+    check.add_argument("--trm-chunks", required=True)
+    check.add_argument("--src-chunks", required=True)
+    check.add_argument("--min-share", type=float, default=0.0, help="fail (exit 2) below this share")
+    cen = sub.add_parser("census", help="declared symbols per header vs what reached chunks")
+    cen.add_argument("--idf-path", required=True)
+    cen.add_argument("--src-chunks", required=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "check-registers":
+            summary = _cmd_check_registers(args)
+        elif args.command == "census":
+            summary = _cmd_census(args)
+        else:
+            if not args.idf_path:
+                raise UsageError("--idf-path is required (an ESP-IDF checkout)")
+            summary = _cmd_ingest(args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
