@@ -1,0 +1,372 @@
+"""Ingest one chip's ESP-IDF docs build (docutils XML) into chunk rows, then check nothing was lost.
+
+    uv run ingest_sphinx_xml.py XML_DIR --chip esp32c3 --out-path chunks_esp32c3.jsonl \
+        [--source-version v6.1-dev-... --source-commit 1021229...] [--idf-path /path/to/esp-idf]
+
+Sphinx pages are the files whose root element is ``<document>``; doxygen's own XML shares the tree
+and is ignored. A page that cannot be read is named and skipped, and the run exits 1 at the end.
+After writing, three checkers compare the output against the XML itself (DESIGN §9); they read
+the XML again on their own and share no rendering code with the ingest, so a text the walker
+drops is a text the checkers still count:
+  - word capture per page (pages under 80% are listed and fail the run);
+  - a scan for any ``{IDF_TARGET_`` placeholder left in the text;
+  - an API census: every function ``desc`` reached one chunk with its name and its parameters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lxml import etree
+from tqdm import tqdm
+
+from chip_vocab import validate_chip
+from chunking import chunk_tree
+from provenance import UNKNOWN, Provenance, source_provenance
+from schema import make_row, write_jsonl
+from sphinx_xml import DEFAULT_MAX_WORDS, Page, PageError, doc_path_for, iter_pages, page_tree
+
+CAPTURE_THRESHOLD = 0.80
+PLACEHOLDER = "{IDF_TARGET_"
+# What the checker leaves out of a page's own text: build metadata and navigation, not content.
+# Deliberately a short list written here, not the walker's skip list, so the two cannot agree on
+# a blind spot by construction.
+NON_CONTENT_TAGS = frozenset({"comment", "substitution_definition", "raw", "todo_node", "system_message"})
+_TOKEN = re.compile(r"\w+")
+_IDF_LINK_REVISION = re.compile(r"github\.com/espressif/esp-idf/(?:blob|tree|raw)/([0-9a-f]{7,40})/")
+
+
+# --- checkers ------------------------------------------------------------------------------------
+
+
+@dataclass
+class CheckReport:
+    """One checker's verdict: a one-line summary and the offending items."""
+
+    name: str
+    ok: bool
+    summary: str
+    problems: list[str] = field(default_factory=list)
+
+
+def tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text.lower())
+
+
+def chunk_body(text: str) -> str:
+    """A chunk's text without its section-path prefix line, which would inflate capture."""
+    return text.split("\n\n", 1)[1] if "\n\n" in text else text
+
+
+def page_text_pieces(root: etree._Element) -> Iterator[str]:
+    """Every text node of the page that a reader sees, element boundaries kept as breaks."""
+
+    def walk(elem: etree._Element) -> Iterator[str]:
+        skip = elem.tag in NON_CONTENT_TAGS or (
+            elem.tag == "topic" and "contents" in (elem.get("classes") or "").split()
+        )
+        if not skip:
+            yield elem.text or ""
+            for child in elem:
+                if isinstance(child.tag, str):
+                    yield from walk(child)
+                yield child.tail or ""
+
+    yield from walk(root)
+
+
+def page_capture(root: etree._Element, page_rows: Iterable[dict[str, Any]]) -> tuple[float, int]:
+    """(fraction of the page's words found in its chunks, page word count); a word counts as often
+    as it occurs in both, so one mention in a heading cannot stand for a dropped paragraph."""
+    reference = Counter(tokens(" ".join(page_text_pieces(root))))
+    total = sum(reference.values())
+    if total == 0:
+        return 1.0, 0
+    got: Counter[str] = Counter()
+    headed: set[str] = set()
+    for row in page_rows:
+        path_line = row["text"].split("\n\n", 1)[0]
+        if path_line not in headed:
+            # a section title is page text once, though every chunk of the section repeats it
+            headed.add(path_line)
+            got.update(tokens(path_line.rsplit(" > ", 1)[-1]))
+        got.update(tokens(chunk_body(row["text"])))
+    kept = sum(min(count, got[word]) for word, count in reference.items())
+    return kept / total, total
+
+
+def function_requirements(root: etree._Element) -> Iterator[tuple[str, list[list[str]]]]:
+    """(function name, token runs that must share one chunk) for every function ``desc``: the name,
+    each parameter name of the signature, and each item of its Parameters field."""
+    for desc in root.iter("desc"):
+        if desc.get("objtype") != "function":
+            continue
+        signature = desc.find("desc_signature")
+        name_elem = desc.find("desc_signature//desc_name")
+        if signature is None or name_elem is None:
+            continue
+        name = "".join(name_elem.itertext()).strip()
+        needed = [tokens(name)]
+        for sig_name in signature.iter("desc_sig_name"):
+            if "sig-param" in (sig_name.get("classes") or "").split():
+                needed.append(tokens("".join(sig_name.itertext())))
+        content = desc.find("desc_content")
+        for field_elem in content.iter("field") if content is not None else ():
+            if field_elem.getparent().getparent() is not content:
+                continue  # a nested entry's fields belong to that entry
+            label = "".join(field_elem.find("field_name").itertext()).strip()
+            if label != "Parameters":
+                continue
+            body = field_elem.find("field_body")
+            items = body.findall("bullet_list/list_item") or [body]
+            needed.extend(tokens(" ".join(item.itertext())) for item in items)
+        yield name, [run for run in needed if run]
+
+
+def _contains_run(haystack: str, run: list[str]) -> bool:
+    return f" {' '.join(run)} " in haystack
+
+
+def page_api_census(root: etree._Element, page_rows: Iterable[dict[str, Any]]) -> tuple[int, list[str]]:
+    """(functions documented on the page, names of those no single chunk holds with its parameters)."""
+    haystacks = [f" {' '.join(tokens(row['text']))} " for row in page_rows]
+    total = 0
+    missing: list[str] = []
+    for name, runs in function_requirements(root):
+        total += 1
+        if not any(all(_contains_run(h, run) for run in runs) for h in haystacks):
+            missing.append(name)
+    return total, missing
+
+
+def scan_placeholders(rows: Iterable[dict[str, Any]]) -> CheckReport:
+    """Fail on any ``{IDF_TARGET_`` left in a row: the build substitutes every one per chip."""
+    problems = []
+    for row in rows:
+        for name in ("text", "source_doc", "section_path"):
+            at = row[name].find(PLACEHOLDER)
+            if at >= 0:
+                excerpt = row[name][at : at + 40].split("}")[0] + "}"
+                problems.append(f"{row['file_path']}#{row['chunk_index']} {name}: {excerpt}")
+    return CheckReport(
+        name="placeholders",
+        ok=not problems,
+        summary=f"{len(problems)} {PLACEHOLDER}...}} placeholders left",
+        problems=problems,
+    )
+
+
+def check_against_xml(
+    xml_dir: Path, rows: list[dict[str, Any]], threshold: float = CAPTURE_THRESHOLD
+) -> list[CheckReport]:
+    """Word capture and API census of ``rows`` against every readable Sphinx page under ``xml_dir``.
+
+    The XML is parsed again here, one page at a time, independently of the ingest's walker.
+    """
+    by_page: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_page.setdefault(row["file_path"], []).append(row)
+    low_pages: list[str] = []
+    captures: list[float] = []
+    functions = 0
+    missing_functions: list[str] = []
+    for xml_file in sorted(xml_dir.rglob("*.xml")):
+        try:
+            root = etree.parse(str(xml_file)).getroot()
+        except etree.XMLSyntaxError:
+            continue  # the ingest already named and skipped it
+        if root.tag != "document":
+            continue
+        doc_path = doc_path_for(root, xml_file, xml_dir)
+        page_rows = by_page.get(doc_path, [])
+        capture, words = page_capture(root, page_rows)
+        if words:
+            captures.append(capture)
+            if capture < threshold:
+                low_pages.append(f"{doc_path}: {capture:.1%} of {words} words")
+        total, missing = page_api_census(root, page_rows)
+        functions += total
+        missing_functions.extend(f"{doc_path}: {name}" for name in missing)
+    mean = sum(captures) / len(captures) if captures else 0.0
+    capture_report = CheckReport(
+        name="capture",
+        ok=bool(captures) and not low_pages,
+        summary=(
+            f"{len(captures)} pages, mean capture {mean:.1%}, min {min(captures, default=0):.1%}, "
+            f"{len(low_pages)} under {threshold:.0%}"
+        ),
+        problems=low_pages,
+    )
+    census_report = CheckReport(
+        name="api-census",
+        ok=not missing_functions,
+        summary=f"{functions - len(missing_functions)}/{functions} function entries reached a chunk "
+        "with their parameters",
+        problems=missing_functions,
+    )
+    return [capture_report, census_report]
+
+
+def run_checks(xml_dir: Path, rows: list[dict[str, Any]]) -> list[CheckReport]:
+    return [*check_against_xml(xml_dir, rows), scan_placeholders(rows)]
+
+
+# --- ingest ---------------------------------------------------------------------------------------
+
+
+def page_rows(page: Page, chip: str, provenance: Provenance, max_words: int) -> list[dict[str, Any]]:
+    """The chunk rows of one page, numbered in reading order."""
+    chunks = chunk_tree(page_tree(page, max_words=max_words), max_words=max_words)
+    return [
+        make_row(
+            text=chunk.text,
+            doc_type="idf",
+            chips=[chip],
+            source_doc=page.title,
+            section_path=" > ".join(chunk.section_path),
+            file_path=page.doc_path,
+            chunk_index=index,
+            revisions=(),
+            symbol_refs=chunk.symbol_refs,
+            doc_refs=chunk.doc_refs,
+            file_refs=chunk.file_refs,
+            source_version=provenance.version,
+            source_commit=provenance.commit,
+        )
+        for index, chunk in enumerate(chunks)
+    ]
+
+
+def link_revisions(page: Page) -> Counter[str]:
+    """ESP-IDF revisions the page's GitHub file links point at: the build's own commit, abbreviated."""
+    found: Counter[str] = Counter()
+    for ref in page.root.iter("reference"):
+        match = _IDF_LINK_REVISION.search(ref.get("refuri") or "")
+        if match:
+            found[match.group(1)] += 1
+    return found
+
+
+def resolve_provenance(args: argparse.Namespace) -> Provenance:
+    """Explicit options win; else git provenance of --idf-path; else "unknown"."""
+    base = source_provenance(args.idf_path) if args.idf_path else Provenance(UNKNOWN, UNKNOWN)
+    return Provenance(
+        version=args.source_version or base.version,
+        commit=args.source_commit or base.commit,
+    )
+
+
+@dataclass
+class IngestResult:
+    rows: list[dict[str, Any]]
+    pages: int
+    other_xml: int
+    failures: list[str]
+    revisions: Counter[str]
+
+
+def ingest(
+    xml_dir: Path, chip: str, provenance: Provenance, max_words: int = DEFAULT_MAX_WORDS
+) -> IngestResult:
+    """Rows for every readable Sphinx page; unreadable pages are collected, not fatal."""
+    rows: list[dict[str, Any]] = []
+    failures: list[str] = []
+    revisions: Counter[str] = Counter()
+    pages = other = 0
+    for xml_file, loaded in tqdm(iter_pages(xml_dir), desc=f"{chip} pages", unit="file", file=sys.stderr):
+        if isinstance(loaded, PageError):
+            failures.append(str(loaded))
+            continue
+        if loaded is None:
+            other += 1
+            continue
+        try:
+            rows.extend(page_rows(loaded, chip, provenance, max_words))
+        except (ValueError, TypeError, AttributeError) as exc:
+            failures.append(f"{xml_file}: could not chunk the page ({type(exc).__name__}: {exc})")
+            continue
+        pages += 1
+        revisions += link_revisions(loaded)
+    return IngestResult(rows=rows, pages=pages, other_xml=other, failures=failures, revisions=revisions)
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("xml_dir", type=Path, help="a chip's XML build (.../_build/en/<chip>/xml)")
+    parser.add_argument("--chip", required=True, help="ESP-IDF target the build is for, e.g. esp32c3")
+    parser.add_argument("--out-path", type=Path, required=True, help="JSONL file to write")
+    parser.add_argument("--source-version", help="ESP-IDF version of the build (git describe)")
+    parser.add_argument("--source-commit", help="full ESP-IDF commit of the build")
+    parser.add_argument("--idf-path", type=Path, help="ESP-IDF checkout the docs were built from")
+    parser.add_argument("--max-words", type=int, default=DEFAULT_MAX_WORDS, help="chunk word budget")
+    return parser.parse_args(argv)
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    started = time.monotonic()
+    try:
+        chip = validate_chip(args.chip)
+    except ValueError as exc:
+        return _fail(str(exc))
+    if not args.xml_dir.is_dir():
+        return _fail(f"{args.xml_dir} is not a directory (expected a chip's docs build in XML)")
+    if args.idf_path and not args.idf_path.is_dir():
+        return _fail(f"--idf-path {args.idf_path} is not a directory")
+    provenance = resolve_provenance(args)
+
+    result = ingest(args.xml_dir, chip, provenance, args.max_words)
+    for failure in result.failures:
+        print(f"skipped page: {failure}", file=sys.stderr)
+    if result.pages == 0:
+        return _fail(
+            f"no Sphinx pages (XML files whose root element is <document>) under {args.xml_dir}: "
+            f"{result.other_xml} other XML files, {len(result.failures)} unreadable"
+        )
+    if result.revisions:
+        linked = result.revisions.most_common(1)[0][0]
+        if provenance.commit == UNKNOWN:
+            print(
+                f"note: provenance unknown; the pages link to esp-idf revision {linked} "
+                "(pass --source-commit/--source-version or --idf-path)",
+                file=sys.stderr,
+            )
+        elif not provenance.commit.startswith(linked):
+            return _fail(
+                f"source commit {provenance.commit} does not match the build: its pages link to "
+                f"esp-idf revision {linked}"
+            )
+
+    write_jsonl(args.out_path, result.rows)
+    reports = run_checks(args.xml_dir, result.rows)
+    for report in reports:
+        print(f"check {report.name}: {'ok' if report.ok else 'FAILED'} - {report.summary}", file=sys.stderr)
+        for problem in report.problems[:50]:
+            print(f"  {problem}", file=sys.stderr)
+        if len(report.problems) > 50:
+            print(f"  ... and {len(report.problems) - 50} more", file=sys.stderr)
+    ok = all(r.ok for r in reports) and not result.failures
+    checks = ", ".join(f"{r.name} {'ok' if r.ok else 'FAILED'}" for r in reports)
+    print(
+        f"{chip}: {result.pages} pages ({result.other_xml} non-Sphinx XML ignored, "
+        f"{len(result.failures)} skipped) -> {len(result.rows)} chunks in {args.out_path}; {checks}; "
+        f"{time.monotonic() - started:.1f}s"
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
