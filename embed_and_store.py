@@ -1,0 +1,469 @@
+"""Embed one corpus's chunk JSONL and swap it into the LanceDB store (DESIGN §2, §8).
+
+Embedding is the slow stage, so it is made cheap to repeat: vectors are cached per
+(model id, content hash) in the store's own ``embed_cache`` table, flushed after every batch, so a
+re-run embeds only text it has never seen and a ``kill -9`` loses at most the batch in flight.
+Replacing a doc_type is one ``merge_insert`` commit: readers see the old corpus or the new one,
+never a half-written or empty one. Indices are created on the empty table before any data lands,
+so they exist in every version a reader can open.
+
+    uv run embed_and_store.py trm_chunks.jsonl --doc-type trm --source-repo ../shared/corpus/trm-latex
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+from lancedb.index import FTS, Bitmap, BTree, LabelList
+from tqdm import tqdm
+
+from chip_vocab import DOC_TYPES, validate_doc_type
+from provenance import UNKNOWN, Provenance, source_provenance
+from schema import CHUNK_FIELDS, arrow_schema, content_hash, read_jsonl, validate_row
+
+DB_ENV_VAR = "ESP32_DOCS_DB"
+DEFAULT_DB_URI = "./esp_docs.lancedb"
+TABLE_NAME = "chunks"
+CACHE_TABLE_NAME = "embed_cache"
+MODEL_ID_KEY = b"esp32_docs.model_id"
+VECTOR_DIM_KEY = b"esp32_docs.vector_dim"
+# A row's identity within the store: the same text at the same place of the same document.
+ROW_KEY = ("doc_type", "file_path", "chunk_index", "content_hash")
+# Texts per embedding call and per cache commit: a kill loses at most this much work (~3 s).
+EMBED_BATCH = 32
+BUILD_HINT = (
+    "build one with `uv run embed_and_store.py CHUNKS.jsonl --doc-type trm --source-repo PATH --db {db}` "
+    "or run `uv run mcp_server.py --demo`"
+)
+
+# Indices the store always carries (name -> (column, config)); the search code relies on the names.
+INDEXES: dict[str, tuple[str, Any]] = {
+    # BM25 over the chunk text: English stemming, positions kept for phrase queries.
+    "text_fts": ("text", FTS(with_position=True)),
+    # One token per identifier, lower-cased, never stemmed or length-capped: exact symbol hits
+    # whatever case the agent types.
+    "symbol_refs_fts": (
+        "symbol_refs",
+        FTS(base_tokenizer="whitespace", stem=False, remove_stop_words=False, max_token_length=None),
+    ),
+    "symbol_refs_label": ("symbol_refs", LabelList()),
+    "chips_label": ("chips", LabelList()),
+    "revisions_label": ("revisions", LabelList()),
+    "doc_type_bitmap": ("doc_type", Bitmap()),
+    "file_path_btree": ("file_path", BTree()),
+}
+
+
+class StoreError(Exception):
+    """The store cannot be used as asked: missing, built with another model, or not ours."""
+
+
+class InputError(Exception):
+    """The chunk files or arguments are unusable; the message names the file, row and valid values."""
+
+
+class DocumentEmbedder(Protocol):
+    """The part of embedder.Embedder this stage needs."""
+
+    model_id: str
+    dimension: int
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def resolve_db_uri(cli_value: str | None) -> str:
+    """--db wins, then $ESP32_DOCS_DB, then ./esp_docs.lancedb (the same order for every command)."""
+    return cli_value or os.environ.get(DB_ENV_VAR) or DEFAULT_DB_URI
+
+
+def _is_local(db_uri: str) -> bool:
+    return "://" not in db_uri
+
+
+def store_model_id(table: lancedb.table.Table) -> str:
+    """The embedding model the store's vectors came from (its schema metadata)."""
+    value = (table.schema.metadata or {}).get(MODEL_ID_KEY)
+    if not value:
+        raise StoreError(
+            f"table {TABLE_NAME!r} has no {MODEL_ID_KEY.decode()} metadata: not an esp32-docs store"
+        )
+    return value.decode()
+
+
+def store_vector_dim(table: lancedb.table.Table) -> int:
+    """The vector width recorded with the model id; checked against the vector column itself."""
+    value = (table.schema.metadata or {}).get(VECTOR_DIM_KEY)
+    if not value:
+        raise StoreError(
+            f"table {TABLE_NAME!r} has no {VECTOR_DIM_KEY.decode()} metadata: not an esp32-docs store"
+        )
+    dim = int(value)
+    column_dim = table.schema.field("vector").type.list_size
+    if column_dim != dim:
+        raise StoreError(f"store metadata says {dim}-d vectors but the vector column holds {column_dim}-d")
+    return dim
+
+
+def open_store(db_uri: str, model_id: str | None = None) -> lancedb.table.Table:
+    """Open the ``chunks`` table for reading; with ``model_id``, refuse a store built with another model."""
+    if _is_local(db_uri) and not Path(db_uri).is_dir():
+        raise StoreError(f"no store at {db_uri}; {BUILD_HINT.format(db=db_uri)}")
+    try:
+        table = lancedb.connect(db_uri).open_table(TABLE_NAME)
+    except (ValueError, FileNotFoundError) as error:
+        raise StoreError(f"no store at {db_uri} ({error}); {BUILD_HINT.format(db=db_uri)}") from error
+    built_with = store_model_id(table)
+    store_vector_dim(table)
+    if model_id is not None and model_id != built_with:
+        raise StoreError(
+            f"the store at {db_uri} was built with embedding model {built_with!r}, not {model_id!r}; "
+            f"query it with {built_with!r} or rebuild it into another --db with {model_id!r}"
+        )
+    return table
+
+
+# ---------------------------------------------------------------------------------------------
+# Input
+
+
+def load_rows(paths: Iterable[Path], doc_type: str, provenance: Provenance) -> list[dict[str, Any]]:
+    """Read and check every row; fill provenance from the source tree where the ingest left it unknown.
+
+    A row whose commit is known but differs from the source tree's means the JSONL is stale or the
+    wrong tree was named: that is an error, not something to paper over.
+    """
+    rows: list[dict[str, Any]] = []
+    seen: dict[tuple[Any, ...], str] = {}
+    extra_fields: set[str] = set()
+    for path in paths:
+        if not path.is_file():
+            raise InputError(f"chunk file not found: {path}")
+        try:
+            for number, row in enumerate(read_jsonl(path), 1):
+                where = f"{path} row {number}"
+                if not isinstance(row, dict):
+                    raise InputError(f"{where}: expected a JSON object, got {type(row).__name__}")
+                extra_fields.update(set(row) - set(CHUNK_FIELDS))
+                row = {name: row.get(name) for name in CHUNK_FIELDS}
+                _check_row(row, where, doc_type, provenance)
+                key = tuple(row[name] for name in ROW_KEY)
+                if key in seen:
+                    raise InputError(
+                        f"{where}: same {'/'.join(ROW_KEY)} as {seen[key]} "
+                        f"({row['file_path']} #{row['chunk_index']}); the ingest emitted a duplicate chunk"
+                    )
+                seen[key] = where
+                rows.append(row)
+        except (ValueError, UnicodeDecodeError) as error:  # malformed JSON, named by read_jsonl
+            raise InputError(str(error)) from error
+    if extra_fields:
+        print(
+            f"note: ignoring fields not in the store schema: {', '.join(sorted(extra_fields))}",
+            file=sys.stderr,
+        )
+    if not rows:
+        raise InputError(
+            f"no rows in {', '.join(map(str, paths))}; refusing to replace doc_type {doc_type!r} with nothing"
+        )
+    return rows
+
+
+def _check_row(row: dict[str, Any], where: str, doc_type: str, provenance: Provenance) -> None:
+    try:
+        validate_row(row)
+    except ValueError as error:
+        raise InputError(f"{where}: {error}") from error
+    if row["doc_type"] != doc_type:
+        raise InputError(f"{where}: doc_type {row['doc_type']!r} but --doc-type is {doc_type!r}")
+    if row["content_hash"] != content_hash(row["text"]):
+        raise InputError(f"{where}: content_hash is not sha256 of the text (edited by hand?)")
+    if row["source_commit"] == UNKNOWN:
+        if provenance.commit == UNKNOWN:
+            raise InputError(
+                f"{where}: source_commit is unknown and --source-repo has no git commit or SOURCE.md "
+                "'Commit:' pin; name the tree the chunks were made from"
+            )
+        row["source_version"], row["source_commit"] = provenance.version, provenance.commit
+    elif provenance.commit not in (UNKNOWN, row["source_commit"]):
+        raise InputError(
+            f"{where}: chunk made from commit {row['source_commit']} but --source-repo is at "
+            f"{provenance.commit}; re-run the ingest or pass the tree it read"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Embedding cache
+
+
+class EmbeddingCache:
+    """Vectors keyed by (model id, content hash) in a LanceDB table next to ``chunks``.
+
+    Each ``add`` is one LanceDB commit, so the cache holds whole batches only, whatever the moment
+    the process dies. Vectors are variable-length lists so models of any width can share it.
+    """
+
+    schema = pa.schema(
+        [
+            pa.field("model_id", pa.string()),
+            pa.field("content_hash", pa.string()),
+            pa.field("vector", pa.list_(pa.float32())),
+        ]
+    )
+
+    def __init__(self, db: lancedb.DBConnection, model_id: str, dimension: int) -> None:
+        self.model_id = model_id
+        self.dimension = dimension
+        self._table = db.create_table(CACHE_TABLE_NAME, schema=self.schema, exist_ok=True)
+
+    def lookup(self, hashes: set[str]) -> dict[str, np.ndarray]:
+        """Cached vectors for those of ``hashes`` this model has embedded before."""
+        model = self.model_id.replace("'", "''")
+        found = (
+            self._table.search()
+            .where(f"model_id = '{model}'")
+            .select(["content_hash", "vector"])
+            .limit(None)
+            .to_arrow()
+        )
+        vectors: dict[str, np.ndarray] = {}
+        for hash_value, vector in zip(
+            found.column("content_hash").to_pylist(), found.column("vector").to_pylist(), strict=True
+        ):
+            if hash_value in hashes and len(vector) == self.dimension:
+                vectors[hash_value] = np.asarray(vector, dtype=np.float32)
+        return vectors
+
+    def add(self, hashes: Sequence[str], vectors: np.ndarray) -> None:
+        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel())
+        offsets = pa.array(np.arange(0, len(hashes) * self.dimension + 1, self.dimension, dtype=np.int32))
+        batch = pa.table(
+            {
+                "model_id": pa.array([self.model_id] * len(hashes), pa.string()),
+                "content_hash": pa.array(list(hashes), pa.string()),
+                "vector": pa.ListArray.from_arrays(offsets, flat),
+            },
+            schema=self.schema,
+        )
+        self._table.add(batch)
+
+    def compact(self) -> None:
+        """Merge the per-batch fragments the embedding loop wrote."""
+        self._table.optimize()
+
+
+def embed_missing(
+    texts_by_hash: dict[str, str], embedder: DocumentEmbedder, cache: EmbeddingCache
+) -> tuple[dict[str, np.ndarray], int, int]:
+    """Vectors for every text, embedding only those the cache lacks: (vectors, embedded, cached)."""
+    vectors = cache.lookup(set(texts_by_hash))
+    cached = len(vectors)
+    # Longest first: batches of similar length pad little, and the ETA starts pessimistic.
+    todo = sorted((h for h in texts_by_hash if h not in vectors), key=lambda h: -len(texts_by_hash[h]))
+    with tqdm(total=len(todo), unit="chunk", desc="embedding", disable=not todo, file=sys.stderr) as bar:
+        for start in range(0, len(todo), EMBED_BATCH):
+            batch = todo[start : start + EMBED_BATCH]
+            embedded = np.asarray(
+                embedder.embed_documents([texts_by_hash[h] for h in batch]), dtype=np.float32
+            )
+            if embedded.shape != (len(batch), embedder.dimension) or not np.isfinite(embedded).all():
+                raise RuntimeError(
+                    f"embedder {embedder.model_id} returned shape {embedded.shape} "
+                    f"(expected {(len(batch), embedder.dimension)}) or non-finite values"
+                )
+            cache.add(batch, embedded)
+            vectors.update(zip(batch, embedded, strict=True))
+            bar.update(len(batch))
+    return vectors, len(todo), cached
+
+
+# ---------------------------------------------------------------------------------------------
+# Store
+
+
+def ensure_table(db: lancedb.DBConnection, db_uri: str, model_id: str, dimension: int) -> lancedb.table.Table:
+    """The chunks table for this model, created empty with every index on first use."""
+    try:
+        table = db.open_table(TABLE_NAME)
+    except ValueError:
+        metadata = {MODEL_ID_KEY: model_id.encode(), VECTOR_DIM_KEY: str(dimension).encode()}
+        table = db.create_table(
+            TABLE_NAME, schema=arrow_schema(dimension).with_metadata(metadata), exist_ok=True
+        )
+    built_with = store_model_id(table)
+    if built_with != model_id or store_vector_dim(table) != dimension:
+        raise StoreError(
+            f"the store at {db_uri} was built with embedding model {built_with!r}, not {model_id!r}; "
+            f"use --model {built_with} or build into another --db"
+        )
+    existing = {index.name for index in table.list_indices()}
+    for name, (column, config) in INDEXES.items():
+        if name not in existing:  # only on an empty new table, or one whose creation was killed
+            table.create_index(column, config=config, name=name)
+    return table
+
+
+def rows_table(rows: list[dict[str, Any]], vectors: np.ndarray, schema: pa.Schema) -> pa.Table:
+    """Columnar build: from_pylist over 10k x 384 Python floats is needlessly slow."""
+    columns = [pa.array([row[name] for row in rows], type=schema.field(name).type) for name in CHUNK_FIELDS]
+    dim = schema.field("vector").type.list_size
+    columns.append(pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel(), pa.float32()), dim))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def stored_rows(table: lancedb.table.Table, doc_type: str) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """The doc_type's current rows (without vectors), by row key."""
+    current = (
+        table.search().where(f"doc_type = '{doc_type}'").select(list(CHUNK_FIELDS)).limit(None).to_arrow()
+    )
+    return {tuple(row[name] for name in ROW_KEY): row for row in current.to_pylist()}
+
+
+@dataclass(frozen=True)
+class ReplaceResult:
+    added: int
+    removed: int
+    updated: int
+    unchanged: int
+    wrote: bool
+
+
+def replace_doc_type(table: lancedb.table.Table, doc_type: str, new: pa.Table) -> ReplaceResult:
+    """Make ``new`` the doc_type's whole content in ONE commit; other doc_types are not touched.
+
+    merge_insert on the row key inserts new rows, rewrites matched ones and deletes the doc_type's
+    rows absent from ``new`` in a single transaction, and keeps the indices (new rows are searched
+    unindexed until ``optimize`` folds them in). An unchanged corpus writes nothing.
+    """
+    if doc_type not in DOC_TYPES:  # the value is interpolated into a filter
+        raise ValueError(f"unknown doc_type {doc_type!r}; valid doc_types: {', '.join(DOC_TYPES)}")
+    before = stored_rows(table, doc_type)
+    incoming = {
+        tuple(row[name] for name in ROW_KEY): row for row in new.select(list(CHUNK_FIELDS)).to_pylist()
+    }
+    unchanged = sum(1 for key, row in incoming.items() if before.get(key) == row)
+    added = sum(1 for key in incoming if key not in before)
+    removed = sum(1 for key in before if key not in incoming)
+    updated = len(incoming) - added - unchanged
+    if not (added or removed or updated):
+        return ReplaceResult(0, 0, 0, unchanged, wrote=False)
+    (
+        table.merge_insert(list(ROW_KEY))
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .when_not_matched_by_source_delete(f"doc_type = '{doc_type}'")
+        .execute(new)
+    )
+    stored = table.count_rows(f"doc_type = '{doc_type}'")
+    if stored != len(incoming):
+        raise StoreError(
+            f"after the replace the store holds {stored} {doc_type} rows, expected {len(incoming)}"
+        )
+    table.optimize()  # index the new rows and compact; a new version with the same content
+    return ReplaceResult(added, removed, updated, unchanged, wrote=True)
+
+
+@dataclass(frozen=True)
+class BuildSummary:
+    doc_type: str
+    rows: int
+    embedded: int
+    cached: int
+    result: ReplaceResult
+    seconds: float
+    db_uri: str
+
+    def line(self) -> str:
+        r = self.result
+        change = (
+            f"+{r.added} -{r.removed} ~{r.updated} ={r.unchanged}"
+            if r.wrote
+            else "unchanged, nothing written"
+        )
+        return (
+            f"embed_and_store: doc_type={self.doc_type} rows={self.rows} embedded={self.embedded} "
+            f"cached={self.cached} ({change}) seconds={self.seconds:.1f} db={self.db_uri}"
+        )
+
+
+def build(
+    paths: Sequence[Path],
+    doc_type: str,
+    source_repo: Path,
+    db_uri: str,
+    embedder_factory: Callable[[], DocumentEmbedder],
+) -> BuildSummary:
+    """Validate, embed what is new, and swap the doc_type's rows into the store."""
+    started = time.monotonic()
+    if not source_repo.exists():
+        raise InputError(f"--source-repo {source_repo} does not exist")
+    rows = load_rows(paths, doc_type, source_provenance(source_repo))
+    embedder = embedder_factory()
+    db = lancedb.connect(db_uri)
+    table = ensure_table(db, db_uri, embedder.model_id, embedder.dimension)
+    cache = EmbeddingCache(db, embedder.model_id, embedder.dimension)
+    texts_by_hash = {row["content_hash"]: row["text"] for row in rows}
+    vectors, embedded, cached = embed_missing(texts_by_hash, embedder, cache)
+    if embedded:
+        cache.compact()
+    matrix = np.stack([vectors[row["content_hash"]] for row in rows])
+    result = replace_doc_type(table, doc_type, rows_table(rows, matrix, table.schema))
+    return BuildSummary(doc_type, len(rows), embedded, cached, result, time.monotonic() - started, db_uri)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Embed chunk JSONL and replace one doc_type's rows in the LanceDB store.",
+    )
+    parser.add_argument("chunks", nargs="+", type=Path, help="chunk JSONL file(s) of one doc_type")
+    parser.add_argument("--doc-type", required=True, help=f"one of: {', '.join(DOC_TYPES)}")
+    parser.add_argument(
+        "--source-repo",
+        required=True,
+        type=Path,
+        help="the tree the chunks were made from; its git describe/commit (or SOURCE.md pin) fills "
+        "rows whose source_commit is 'unknown'",
+    )
+    parser.add_argument("--db", help=f"LanceDB URI (default ${DB_ENV_VAR} or {DEFAULT_DB_URI})")
+    parser.add_argument("--model", help="embedding model id (default: embedder.py's default)")
+    return parser.parse_args(argv)
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    embedder_factory: Callable[[str | None], DocumentEmbedder] | None = None,
+) -> int:
+    """CLI entry; ``embedder_factory`` lets the crash tests substitute a cheap deterministic model."""
+    args = parse_args(argv)
+    try:
+        doc_type = validate_doc_type(args.doc_type)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    usage_errors: tuple[type[Exception], ...] = (InputError, StoreError, ValueError)
+    if embedder_factory is None:
+        from embedder import EmbedderError, get_embedder
+
+        embedder_factory = get_embedder
+        usage_errors = (*usage_errors, EmbedderError)
+    db_uri = resolve_db_uri(args.db)
+    try:
+        summary = build(args.chunks, doc_type, args.source_repo, db_uri, lambda: embedder_factory(args.model))
+    except usage_errors as error:  # ValueError: an unknown --model, with the valid ids
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(summary.line())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

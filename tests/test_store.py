@@ -1,0 +1,437 @@
+"""The store: build, incremental re-embedding, atomic replacement, kill -9 and resume, validation.
+
+Every test uses a real LanceDB in a temp dir. The real MiniLM model embeds the fixtures, except in
+the kill/resume test, where a deterministic stand-in keeps the subprocess runs short.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import lancedb
+import numpy as np
+import pytest
+
+import validate_store
+from embed_and_store import (
+    CACHE_TABLE_NAME,
+    EMBED_BATCH,
+    INDEXES,
+    MODEL_ID_KEY,
+    ROW_KEY,
+    TABLE_NAME,
+    VECTOR_DIM_KEY,
+    StoreError,
+    ensure_table,
+    main,
+    open_store,
+    store_model_id,
+)
+from embedder import get_embedder
+from schema import make_row, read_jsonl, write_jsonl
+
+FIXTURES = Path(__file__).parent / "fixtures" / "store"
+TRM_COMMIT = "805f2ea20bbaa7670803b3b512ab611640fdf9a9"
+IDF_COMMIT = "102122904ad0000000000000000000000000abcd"  # the commit the idf fixture rows carry
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Any:
+    return get_embedder()
+
+
+def pinned_tree(path: Path, commit: str) -> Path:
+    """A source tree outside git whose commit comes from a SOURCE.md pin (like shared/corpus)."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "SOURCE.md").write_text(f"- Commit: `{commit}`\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def trees(tmp_path: Path) -> dict[str, Path]:
+    return {
+        "trm": pinned_tree(tmp_path / "trm-src", TRM_COMMIT),
+        "idf": pinned_tree(tmp_path / "idf-src", IDF_COMMIT),
+    }
+
+
+def run(
+    capsys: pytest.CaptureFixture[str],
+    embedder: Any,
+    chunks: Path,
+    doc_type: str,
+    tree: Path,
+    db: Path,
+) -> tuple[int, str, str]:
+    """embed_and_store's CLI in-process with the shared real model: (exit code, stdout, stderr)."""
+    code = main(
+        [str(chunks), "--doc-type", doc_type, "--source-repo", str(tree), "--db", str(db)],
+        embedder_factory=lambda _model: embedder,
+    )
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def rows_by_key(table: lancedb.table.Table, doc_type: str) -> dict[tuple[Any, ...], dict[str, Any]]:
+    data = table.search().where(f"doc_type = '{doc_type}'").limit(None).to_arrow().to_pylist()
+    return {tuple(row[name] for name in ROW_KEY): row for row in data}
+
+
+def test_build_records_model_provenance_and_indices(
+    tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "db"
+    code, out, _ = run(capsys, embedder, FIXTURES / "trm_chunks.jsonl", "trm", trees["trm"], db)
+    assert code == 0
+    assert "doc_type=trm rows=16 embedded=16 cached=0" in out
+
+    table = open_store(str(db), model_id=embedder.model_id)
+    assert store_model_id(table) == "all-MiniLM-L6-v2"
+    assert table.schema.metadata[MODEL_ID_KEY] == b"all-MiniLM-L6-v2"
+    assert table.schema.metadata[VECTOR_DIM_KEY] == b"384"
+    assert table.schema.field("vector").type.list_size == 384
+    assert {index.name for index in table.list_indices()} == set(INDEXES)
+
+    rows = rows_by_key(table, "trm")
+    assert len(rows) == 16
+    # The fixture rows carry no provenance: it comes from the --source-repo pin.
+    assert {(r["source_version"], r["source_commit"]) for r in rows.values()} == {
+        (TRM_COMMIT[:12], TRM_COMMIT)
+    }
+
+    # The symbol index matches an identifier whatever its case, as one token.
+    hits = table.search("uart_clkdiv_reg", query_type="fts", fts_columns="symbol_refs").limit(5).to_list()
+    assert sorted(hit["section_path"].rsplit(" > ", 1)[1] for hit in hits) == [
+        "Baud Rate Generation",
+        "UART_CLKDIV_REG",
+    ]
+    # The stored vector is the model's embedding of the row's text.
+    row = next(r for r in rows.values() if r["section_path"].endswith("UART_CONF0_REG"))
+    assert float(np.dot(row["vector"], embedder.embed_documents([row["text"]])[0])) > 0.999
+
+
+def test_rerun_on_unchanged_input_embeds_and_writes_nothing(
+    tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "db"
+    run(capsys, embedder, FIXTURES / "trm_chunks.jsonl", "trm", trees["trm"], db)
+    version = open_store(str(db)).version
+    code, out, _ = run(capsys, embedder, FIXTURES / "trm_chunks.jsonl", "trm", trees["trm"], db)
+    assert code == 0
+    assert "rows=16 embedded=0 cached=16 (unchanged, nothing written)" in out
+    assert open_store(str(db)).version == version
+
+
+def edited_trm(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """The trm fixture after an upstream refresh: one text edited, one dropped, one new, one retagged."""
+    rows = list(read_jsonl(FIXTURES / "trm_chunks.jsonl"))
+    edited = {**rows[0], "text": rows[0]["text"] + " Write it only while the UART is idle."}
+    edited = make_row(**{k: v for k, v in edited.items() if k != "content_hash"})
+    retagged = {**rows[2], "source_doc": "UART Controller (retitled)"}
+    new = make_row(
+        text="UART Controller > RS485\n\nIn RS485 mode the transmitter drives DE while sending and the "
+        "receiver ignores its own echo unless UART_RS485_RXBY_TX_EN is set.",
+        doc_type="trm",
+        chips=["esp32c3"],
+        source_doc="UART Controller",
+        section_path="UART Controller > RS485",
+        file_path="ESP32-C3/26-UART__EN",
+        chunk_index=16,
+        symbol_refs=["UART_RS485_RXBY_TX_EN"],
+    )
+    kept = [edited, rows[1], retagged, *rows[3:-1], new]  # rows[-1] (LEDC) is dropped upstream
+    write_jsonl(path, kept)
+    return {"kept": kept, "dropped": [rows[-1]], "fresh": [edited, new]}
+
+
+def test_refresh_embeds_only_changed_text_and_leaves_other_doc_types_alone(
+    tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "db"
+    run(capsys, embedder, FIXTURES / "trm_chunks.jsonl", "trm", trees["trm"], db)
+    run(capsys, embedder, FIXTURES / "idf_chunks.jsonl", "idf", trees["idf"], db)
+    idf_before = rows_by_key(open_store(str(db)), "idf")
+    assert len(idf_before) == 8
+
+    refreshed = edited_trm(tmp_path / "trm_refreshed.jsonl")
+    code, out, _ = run(capsys, embedder, tmp_path / "trm_refreshed.jsonl", "trm", trees["trm"], db)
+    assert code == 0
+    # Only the edited and the new text are embedded; the retagged row's text is cached.
+    assert "rows=16 embedded=2 cached=14 (+2 -2 ~1 =13)" in out
+
+    table = open_store(str(db))
+    trm_after = rows_by_key(table, "trm")
+    expected = {tuple(row[name] for name in ROW_KEY) for row in refreshed["kept"]}
+    assert set(trm_after) == expected
+    assert not any(r["file_path"] == "ESP32-C3/18-LEDC__EN" for r in trm_after.values())
+    retitled = [r for r in trm_after.values() if r["source_doc"] == "UART Controller (retitled)"]
+    assert len(retitled) == 1
+    idf_after = rows_by_key(table, "idf")
+    assert idf_after.keys() == idf_before.keys()
+    for key, row in idf_before.items():
+        assert idf_after[key] == row  # metadata and vector untouched
+
+
+def test_open_store_errors_say_what_to_do(
+    tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys
+) -> None:
+    missing = tmp_path / "nowhere"
+    with pytest.raises(
+        StoreError, match=r"no store at .*nowhere.*embed_and_store\.py.*mcp_server\.py --demo"
+    ):
+        open_store(str(missing))
+    assert not missing.exists()  # opening must not create an empty store
+
+    db = tmp_path / "db"
+    run(capsys, embedder, FIXTURES / "idf_chunks.jsonl", "idf", trees["idf"], db)
+    with pytest.raises(
+        StoreError, match=r"built with embedding model 'all-MiniLM-L6-v2', not 'Qwen/Qwen3-Embedding-0.6B'"
+    ):
+        open_store(str(db), model_id="Qwen/Qwen3-Embedding-0.6B")
+    with pytest.raises(StoreError, match=r"'all-MiniLM-L6-v2', not 'Qwen/Qwen3-Embedding-0.6B'"):
+        ensure_table(lancedb.connect(str(db)), str(db), "Qwen/Qwen3-Embedding-0.6B", 1024)
+
+
+def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
+    """name -> (CLI args, expected error text)."""
+    trm = list(read_jsonl(FIXTURES / "trm_chunks.jsonl"))
+    unpinned = tmp / "unpinned-src"
+    unpinned.mkdir()
+    other_commit = pinned_tree(tmp / "other-src", "f" * 40)
+    pinned = pinned_tree(tmp / "pinned-src", TRM_COMMIT)
+    idf_file = str(FIXTURES / "idf_chunks.jsonl")
+
+    def case(rows: list[dict[str, Any]], name: str, tree: Path = pinned, doc_type: str = "trm") -> list[str]:
+        return [
+            str(write_rows(tmp / f"{name}.jsonl", rows)),
+            "--doc-type",
+            doc_type,
+            "--source-repo",
+            str(tree),
+        ]
+
+    (tmp / "broken.jsonl").write_text('{"text": "x"\n', encoding="utf-8")
+    return {
+        "unknown doc_type": (case(trm, "a", doc_type="pdf"), "valid doc_types: idf, trm, src"),
+        "doc_type mismatch": (
+            [idf_file, "--doc-type", "trm", "--source-repo", str(pinned)],
+            "row 1: doc_type 'idf' but --doc-type is 'trm'",
+        ),
+        "unknown chip": (case([{**trm[0], "chips": ["esp8266"]}], "b"), "valid chips: esp32"),
+        "hash not of text": (
+            case([{**trm[0], "text": trm[0]["text"] + "!"}], "c"),
+            "content_hash is not sha256",
+        ),
+        "duplicate chunk": (
+            case([trm[0], trm[1], trm[0]], "d"),
+            "row 3: same doc_type/file_path/chunk_index",
+        ),
+        "empty input": (case([], "e"), "refusing to replace doc_type 'trm' with nothing"),
+        "missing file": (
+            [str(tmp / "absent.jsonl"), "--doc-type", "trm", "--source-repo", str(pinned)],
+            "not found",
+        ),
+        "malformed JSON": (
+            [str(tmp / "broken.jsonl"), "--doc-type", "trm", "--source-repo", str(pinned)],
+            "broken.jsonl:1: not valid JSON",
+        ),
+        "no provenance anywhere": (
+            case(trm, "f", tree=unpinned),
+            "source_commit is unknown and --source-repo",
+        ),
+        "stale chunks": (
+            [idf_file, "--doc-type", "idf", "--source-repo", str(other_commit)],
+            f"made from commit {IDF_COMMIT} but --source-repo is at {'f' * 40}",
+        ),
+        "missing source repo": (case(trm, "g", tree=tmp / "no-such-tree"), "does not exist"),
+        "unknown model": ([*case(trm, "h"), "--model", "bert-huge"], "valid model ids: all-MiniLM-L6-v2"),
+    }
+
+
+BAD_INPUT_CASES = [
+    "unknown doc_type",
+    "doc_type mismatch",
+    "unknown chip",
+    "hash not of text",
+    "duplicate chunk",
+    "empty input",
+    "missing file",
+    "malformed JSON",
+    "no provenance anywhere",
+    "stale chunks",
+    "missing source repo",
+    "unknown model",
+]
+
+
+@pytest.mark.parametrize("name", BAD_INPUT_CASES)
+def test_bad_input_exits_2_with_a_clear_message_and_leaves_no_store(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = bad_inputs(tmp_path)
+    assert sorted(cases) == sorted(BAD_INPUT_CASES)
+    args, expected = cases[name]
+    db = tmp_path / "db"
+    code = main([*args, "--db", str(db)])  # the real get_embedder: an unknown --model must be named
+    err = capsys.readouterr().err
+    assert code == 2
+    assert expected in err
+    assert "Traceback" not in err
+    assert not (db / f"{TABLE_NAME}.lance").exists()
+
+
+def test_replacing_a_doc_type_is_atomic_for_readers(
+    tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "db"
+    run(capsys, embedder, FIXTURES / "trm_chunks.jsonl", "trm", trees["trm"], db)
+    run(capsys, embedder, FIXTURES / "idf_chunks.jsonl", "idf", trees["idf"], db)
+    table = open_store(str(db))
+    old_trm = set(rows_by_key(table, "trm"))
+    idf = set(rows_by_key(table, "idf"))
+    first_new_version = table.version + 1
+
+    refreshed = edited_trm(tmp_path / "trm_refreshed.jsonl")
+    new_trm = {tuple(row[name] for name in ROW_KEY) for row in refreshed["kept"]}
+    assert old_trm != new_trm
+
+    # A reader that sees every commit as soon as it lands, polling while the replace runs.
+    seen: list[frozenset[tuple[Any, ...]]] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        live = lancedb.connect(str(db), read_consistency_interval=timedelta(0)).open_table(TABLE_NAME)
+        while not done.is_set():
+            seen.append(frozenset(rows_by_key(live, "trm")))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        code, _, _ = run(capsys, embedder, tmp_path / "trm_refreshed.jsonl", "trm", trees["trm"], db)
+    finally:
+        done.set()
+        thread.join()
+    assert code == 0
+    assert seen and all(state in (old_trm, new_trm) for state in seen)
+
+    # Stronger than polling: every version the replace committed holds the old or the new corpus
+    # whole, the other doc_type untouched, and the full-text index.
+    table = open_store(str(db))
+    last = table.version
+    assert last >= first_new_version
+    for version in range(first_new_version, last + 1):
+        table.checkout(version)
+        assert set(rows_by_key(table, "trm")) in (old_trm, new_trm), f"version {version} mixes corpora"
+        assert set(rows_by_key(table, "idf")) == idf
+        assert "text_fts" in {index.name for index in table.list_indices()}
+    table.checkout_latest()
+    assert set(rows_by_key(table, "trm")) == new_trm
+
+
+def crash_rows(count: int) -> list[dict[str, Any]]:
+    return [
+        make_row(
+            text=f"Crash Test > Register {n}\n\nREG_{n}_CONF (0x{4 * n:04x}) holds setting number {n}.",
+            doc_type="trm",
+            chips=["esp32c3"],
+            source_doc="Crash Test",
+            section_path=f"Crash Test > Register {n}",
+            file_path="ESP32-C3/99-CRASH__EN",
+            chunk_index=n,
+            symbol_refs=[f"REG_{n}_CONF"],
+        )
+        for n in range(count)
+    ]
+
+
+def cached_hashes(db: Path) -> list[str]:
+    if not (db / f"{CACHE_TABLE_NAME}.lance").exists():
+        return []
+    cache = lancedb.connect(str(db)).open_table(CACHE_TABLE_NAME)
+    return cache.search().select(["content_hash"]).limit(None).to_arrow().column("content_hash").to_pylist()
+
+
+def test_kill_9_mid_embedding_then_resume_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
+    total = 12 * EMBED_BATCH
+    chunks = tmp_path / "crash.jsonl"
+    write_jsonl(chunks, crash_rows(total))
+    db = tmp_path / "db"
+    tree = pinned_tree(tmp_path / "src", TRM_COMMIT)
+    driver = Path(__file__).parent / "store_crash_driver.py"
+    cli = ["--", str(chunks), "--doc-type", "trm", "--source-repo", str(tree), "--db", str(db)]
+    first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
+
+    process = subprocess.Popen(
+        [sys.executable, str(driver), str(first_log), *cli], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 120
+    while len(cached_hashes(db)) < 3 * EMBED_BATCH:
+        assert process.poll() is None, "the run finished before it could be killed"
+        assert time.monotonic() < deadline, "embedding never started"
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL
+
+    at_kill = cached_hashes(db)
+    assert len(at_kill) == len(set(at_kill)) and len(at_kill) % EMBED_BATCH == 0  # whole batches only
+    assert 0 < len(at_kill) < total
+    # Readers never saw a partial corpus: the store holds no trm rows yet.
+    assert open_store(str(db)).count_rows("doc_type = 'trm'") == 0
+
+    resumed = subprocess.run(
+        [sys.executable, str(driver), str(second_log), *cli], capture_output=True, text=True, timeout=300
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"rows={total} embedded={total - len(at_kill)} cached={len(at_kill)}" in resumed.stdout
+    embedded_again = set(second_log.read_text().split())
+    assert not embedded_again & set(at_kill), "a cached text was embedded again"
+    assert embedded_again | set(at_kill) == {row["content_hash"] for row in crash_rows(total)}
+
+    table = open_store(str(db))
+    assert store_model_id(table) == "test-hash-embedder"
+    assert table.count_rows("doc_type = 'trm'") == total
+    assert sorted(cached_hashes(db)) == sorted({row["content_hash"] for row in crash_rows(total)})
+
+
+def test_validate_store_passes_a_good_store_and_fails_a_corrupted_one(
+    tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "db"
+    run(capsys, embedder, FIXTURES / "trm_chunks.jsonl", "trm", trees["trm"], db)
+    run(capsys, embedder, FIXTURES / "idf_chunks.jsonl", "idf", trees["idf"], db)
+    assert validate_store.main(["--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "rows: 24 (idf 8, trm 16)" in out
+    assert "model: all-MiniLM-L6-v2, 384-d vectors" in out
+    assert "vector round trip: 24/24 at rank 1" in out
+    assert "validate_store: PASS" in out
+
+    # Shuffle the vectors against their rows, as a buggy writer would: the round trip must catch it.
+    table = open_store(str(db))
+    data = table.to_arrow()
+    vectors = data.column("vector").to_pylist()
+    shuffled = data.set_column(data.schema.get_field_index("vector"), "vector", [vectors[1:] + vectors[:1]])
+    table.add(shuffled, mode="overwrite")
+    assert validate_store.main(["--db", str(db)]) == 1
+    out = capsys.readouterr().out
+    assert "[FAIL] stored vectors are their text's embedding" in out
+    assert "[FAIL] vector round trip" in out
+    assert "validate_store: FAIL" in out
+
+    assert validate_store.main(["--db", str(tmp_path / "none")]) == 2
+    assert "no store at" in capsys.readouterr().err
