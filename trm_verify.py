@@ -1,0 +1,365 @@
+"""Output checks for the TRM chunks beyond the register census: per-chapter word capture and macro coverage.
+
+Why: totals hide silent loss (DESIGN §9). A chapter whose second half was swallowed by an unbalanced
+environment still yields chunks; only comparing its words with the LaTeX shows the hole. The source
+side is read with register_census's own scanner (includes, comments, tag selection), never with
+latex_parser, so the two cannot share a blind spot.
+
+    uv run trm_verify.py words trm_chunks.jsonl [--trm-path DIR] [--fail-below 0.5] [--json]
+    uv run trm_verify.py macros trm_chunks.jsonl [--trm-path DIR] [--top 40] [--json]
+
+Word capture of a chapter = sum over words of min(source count, chunk count) / source words, where
+words are lower-cased tokens with at least two letters (numbers, hex values and bit ranges are left
+to the register census). The source text is de-LaTeXed crudely: command names dropped, their text
+arguments kept, non-text arguments (labels, refs, file names, colours, column specs, lengths) and
+`\\regfield` bit boxes dropped. Measured on the real corpus a healthy chapter captures well over 90%,
+so chapters under 80% are listed, and a chapter under --fail-below (default 50%: half the chapter is
+gone, which crude de-LaTeXing alone never explains) fails the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from register_census import (
+    TrmTreeError,
+    discover_manuals,
+    read_group,
+    require_trm_tree,
+    scan_chapter,
+)
+
+FLAG_BELOW = 0.80
+DEFAULT_FAIL_BELOW = 0.50
+WORD_RE = re.compile(r"[A-Za-z0-9_]+")
+MACRO_RE = re.compile(r"\\([A-Za-z]+)")
+# command -> how many leading brace arguments are not prose (dropped with the command).
+NON_TEXT_ARGS: dict[str, int] = {
+    "label": 1,
+    "ref": 1,
+    "pageref": 1,
+    "nameref": 1,
+    "autoref": 1,
+    "cref": 1,
+    "Cref": 1,
+    "eqref": 1,
+    "cite": 1,
+    "url": 1,
+    "href": 1,
+    "hypertarget": 1,
+    "hyperlink": 1,
+    "includegraphics": 1,
+    "input": 1,
+    "subfile": 1,
+    "subfileinclude": 1,
+    "include": 1,
+    "InputIfFileExists": 3,
+    "vspace": 1,
+    "hspace": 1,
+    "setlength": 2,
+    "addtolength": 2,
+    "setcounter": 2,
+    "addtocounter": 2,
+    "textcolor": 1,
+    "color": 1,
+    "cellcolor": 1,
+    "rowcolor": 1,
+    "columncolor": 1,
+    "multicolumn": 2,
+    "multirow": 2,
+    "regfield": 4,
+    "reglabel": 1,
+    "fontsize": 2,
+    "selectlanguage": 1,
+    "documentclass": 1,
+    "usepackage": 1,
+    "pagestyle": 1,
+    "thispagestyle": 1,
+    "newcommand": 2,
+    "renewcommand": 2,
+    "def": 1,
+    "rotatebox": 1,
+    "scalebox": 1,
+    "resizebox": 2,
+    "arraybackslash": 0,
+}
+# Commands that render inside a word: their argument is glued to the text around them.
+INLINE_COMMANDS = frozenset({"regindex", "hexprefix"})
+# Environments whose first brace arguments are layout, not text.
+ENV_LAYOUT_ARGS = {"tabular": 1, "tabularx": 2, "tabulary": 2, "longtable": 1, "register": 1, "minipage": 1}
+BEGIN_END_RE = re.compile(r"\\(begin|end)\s*\{([^{}]*)\}")
+COMMAND_RE = re.compile(r"\\([A-Za-z]+)\*?|\\(.)", re.S)
+
+
+def delatex(text: str) -> str:
+    """Crude LaTeX-to-text: keep the words a reader sees, drop markup and non-text arguments."""
+    text = _drop_environment_markers(text)
+    out: list[str] = []
+    pos = 0
+    length = len(text)
+    while pos < length:
+        ch = text[pos]
+        if ch != "\\":
+            out.append(" " if ch in "{}$&~^" else ch)
+            pos += 1
+            continue
+        match = COMMAND_RE.match(text, pos)
+        if match is None:
+            pos += 1
+            continue
+        pos = match.end()
+        name = match.group(1)
+        if name is None:  # control symbol: \_ \% \& \\ ...
+            symbol = match.group(2)
+            out.append(symbol if symbol in "_%&#$" else " ")
+            if symbol == "\\":
+                pos = _skip_bracket(text, pos)
+            continue
+        if name in INLINE_COMMANDS:  # I2C\_COMD\regindex{n}\_REG reads as one word
+            group = read_group(text, pos)
+            if group is not None:
+                out.append(group[0].strip())
+                pos = group[1]
+            continue
+        if name != "item":
+            pos = _skip_bracket(text, pos)
+        for _ in range(NON_TEXT_ARGS.get(name, 0)):
+            group = read_group(text, pos)
+            if group is None:
+                break
+            pos = group[1]
+        if name in ("newcommand", "renewcommand", "def") and (group := read_group(text, pos)):
+            pos = group[1]  # a definition body is not prose at its definition
+        out.append(" ")
+    return "".join(out)
+
+
+def _skip_bracket(text: str, pos: int) -> int:
+    """Skip one `[...]` optional argument directly after a command (or `\\\\`)."""
+    i = pos
+    while i < len(text) and text[i] in " \t":
+        i += 1
+    if i < len(text) and text[i] == "[":
+        close = text.find("]", i)
+        if 0 < close < i + 200:
+            return close + 1
+    return pos
+
+
+def _drop_environment_markers(text: str) -> str:
+    """Remove `\\begin{env}` / `\\end{env}` and, for layout environments, their spec arguments."""
+    out: list[str] = []
+    pos = 0
+    for match in BEGIN_END_RE.finditer(text):
+        if match.start() < pos:
+            continue
+        out.append(text[pos : match.start()])
+        pos = _skip_bracket(text, match.end())
+        env = match.group(2).strip().rstrip("*")
+        if match.group(1) == "begin":
+            for _ in range(ENV_LAYOUT_ARGS.get(env, 0)):
+                group = read_group(text, pos)
+                if group is None:
+                    break
+                pos = group[1]
+        out.append(" ")
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def word_bag(text: str) -> Counter[str]:
+    """Lower-cased tokens with at least two letters (identifiers such as i2c_scl_reg included)."""
+    return Counter(token.lower() for token in WORD_RE.findall(text) if sum(c.isalpha() for c in token) >= 2)
+
+
+def capture(source: Counter[str], chunks: Counter[str]) -> float:
+    total = sum(source.values())
+    if total == 0:
+        return 1.0
+    return sum(min(count, chunks.get(word, 0)) for word, count in source.items()) / total
+
+
+@dataclass(frozen=True)
+class ChapterCapture:
+    chip: str
+    chapter: str
+    source_words: int
+    chunk_rows: int
+    ratio: float
+    lost_examples: tuple[str, ...]
+
+
+def chapter_sources(
+    trm_path: str | os.PathLike[str] | None, progress: bool
+) -> dict[tuple[str, str], list[str]]:
+    """(chip, chapter file_path) -> the tag-selected LaTeX bodies of every manual holding it."""
+    trm_root = require_trm_tree(trm_path)
+    manuals = discover_manuals(trm_root)
+    sources: dict[tuple[str, str], list[str]] = defaultdict(list)
+    jobs = [(m, r) for m in manuals for r in m.chapter_roots]
+    for manual, root in tqdm(
+        jobs, desc="source chapters", unit="chapter", disable=not progress, file=sys.stderr
+    ):
+        scan = scan_chapter(root, manual, trm_root, tags=manual.tags)
+        sources[(manual.chip, scan.chapter)].append("\n".join(body for _, body in scan.texts))
+    return sources
+
+
+def word_capture(
+    sources: dict[tuple[str, str], list[str]], rows: Iterable[dict[str, Any]]
+) -> list[ChapterCapture]:
+    """Capture per (chip, chapter); a P4 chapter in both manuals takes the larger count of each word."""
+    chunk_bags: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    chunk_rows: Counter[tuple[str, str]] = Counter()
+    for row in rows:
+        if row.get("doc_type") != "trm":
+            continue
+        bag = word_bag(row.get("text", ""))
+        for chip in row.get("chips", []):
+            key = (chip, row.get("file_path", ""))
+            chunk_bags[key].update(bag)
+            chunk_rows[key] += 1
+    results: list[ChapterCapture] = []
+    for key, texts in sorted(sources.items()):
+        source: Counter[str] = Counter()
+        for text in texts:
+            source |= word_bag(delatex(text))
+        chunks = chunk_bags.get(key, Counter())
+        lost = Counter({w: c - chunks.get(w, 0) for w, c in source.items() if c > chunks.get(w, 0)})
+        results.append(
+            ChapterCapture(
+                key[0],
+                key[1],
+                sum(source.values()),
+                chunk_rows[key],
+                capture(source, chunks),
+                tuple(w for w, _ in lost.most_common(8)),
+            )
+        )
+    return results
+
+
+def macro_coverage(
+    sources: dict[tuple[str, str], list[str]], rows: Iterable[dict[str, Any]]
+) -> list[tuple[str, int, int]]:
+    """(macro, uses in the sources, raw `\\name` left in chunk text), most used in the sources first.
+
+    Only names the sources use count as survivors, so a C string's `\\n` in a code listing is not one.
+    """
+    used: Counter[str] = Counter()
+    for texts in sources.values():
+        used.update(MACRO_RE.findall(texts[0]))
+    raw: Counter[str] = Counter()
+    for row in rows:
+        if row.get("doc_type") == "trm":
+            raw.update(m for m in MACRO_RE.findall(row.get("text", "")) if m in used)
+    return sorted(
+        ((name, count, raw.get(name, 0)) for name, count in used.items()), key=lambda t: (-t[1], t[0])
+    )
+
+
+def _load_rows(path: str) -> list[dict[str, Any]]:
+    from schema import read_jsonl
+
+    if not Path(path).is_file():
+        raise ValueError(f"chunks file {path} does not exist (write it with ingest_trm.py --out-path)")
+    rows = [r for r in read_jsonl(path) if r.get("doc_type") == "trm"]
+    if not rows:
+        raise ValueError(f"{path} holds no rows with doc_type 'trm'")
+    return rows
+
+
+def _run_words(args: argparse.Namespace) -> int:
+    rows = _load_rows(args.chunks)
+    results = word_capture(chapter_sources(args.trm_path, progress=not args.json), rows)
+    ratios = [r.ratio for r in results]
+    median = statistics.median(ratios)
+    flagged = sorted((r for r in results if r.ratio < FLAG_BELOW), key=lambda r: r.ratio)
+    failing = [r for r in flagged if r.ratio < args.fail_below]
+    if args.json:
+        print(json.dumps({"median": median, "chapters": [r.__dict__ for r in results]}, indent=1))
+    else:
+        print(f"chapters under {FLAG_BELOW:.0%} word capture:")
+        for r in flagged:
+            print(
+                f"  {r.ratio:6.1%} {r.chip:9} {r.chapter}  ({r.source_words} words, {r.chunk_rows} chunks; "
+                f"lost e.g. {', '.join(r.lost_examples[:5])})"
+            )
+    print(
+        f"words: {len(results)} chapters, median capture {median:.1%}, "
+        f"{len(flagged)} under {FLAG_BELOW:.0%}, "
+        f"{len(failing)} under {args.fail_below:.0%} (failing)",
+        file=sys.stderr,
+    )
+    return 1 if failing else 0
+
+
+def _run_macros(args: argparse.Namespace) -> int:
+    rows = _load_rows(args.chunks)
+    coverage = macro_coverage(chapter_sources(args.trm_path, progress=not args.json), rows)
+    surviving = sorted((c for c in coverage if c[2]), key=lambda c: (-c[2], c[0]))
+    if args.json:
+        print(
+            json.dumps([{"macro": n, "source_uses": s, "raw_in_chunks": r} for n, s, r in coverage], indent=1)
+        )
+    else:
+        print(f"{'macro':24} {'source uses':>11} {'raw in chunks':>13}")
+        for name, source_uses, raw in coverage[: args.top]:
+            mark = "  <- left raw" if raw else ""
+            print(f"\\{name:23} {source_uses:11d} {raw:13d}{mark}")
+        if surviving:
+            print("\nmacros left raw in chunk text, most frequent first:")
+            for name, source_uses, raw in surviving:
+                print(f"  \\{name}: {raw} raw in chunks ({source_uses} uses in sources)")
+    print(
+        f"macros: {len(coverage)} distinct macros in the sources, {len(surviving)} left raw in chunk text "
+        f"({sum(c[2] for c in surviving)} occurrences)",
+        file=sys.stderr,
+    )
+    return 1 if surviving and args.fail_on_raw else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    words = sub.add_parser("words", help="per-chapter word capture of the chunks against the LaTeX")
+    words.add_argument(
+        "--fail-below",
+        type=float,
+        default=DEFAULT_FAIL_BELOW,
+        help=f"fail when a chapter captures less than this fraction (default {DEFAULT_FAIL_BELOW})",
+    )
+    macros = sub.add_parser("macros", help="LaTeX macros in the sources and those left raw in chunk text")
+    macros.add_argument("--top", type=int, default=40, help="rows of the frequency table to print")
+    macros.add_argument("--fail-on-raw", action="store_true", help="exit 1 when any macro is left raw")
+    for p in (words, macros):
+        p.add_argument("chunks", help="trm_chunks.jsonl written by ingest_trm.py")
+        p.add_argument(
+            "--trm-path", default=os.environ.get("TRM_PATH"), help="TRM LaTeX tree (default: $TRM_PATH)"
+        )
+        p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    args = parser.parse_args(argv)
+    if args.command == "words" and not 0 < args.fail_below <= 1:
+        print("error: --fail-below must be a fraction in (0, 1]", file=sys.stderr)
+        return 2
+    try:
+        return _run_words(args) if args.command == "words" else _run_macros(args)
+    except (TrmTreeError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
