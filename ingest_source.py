@@ -117,6 +117,7 @@ def scan_header(text: str) -> list[Item]:
     items: list[Item] = []
     pending_comment: list[str] = []
     guard: str | None = None
+    in_cplusplus = False
     index = 0
 
     def take_comment() -> str:
@@ -177,22 +178,20 @@ def scan_header(text: str) -> list[Item]:
             if ifndef and guard is None and not items and re.search(r"_H_*$", ifndef.group(1)):
                 guard = ifndef.group(1)
                 continue
-            if re.match(r"\s*#\s*(pragma\s+once|ifdef\s+__cplusplus)", directive):
+            if re.match(r"\s*#\s*pragma\s+once", directive):
+                continue
+            if re.match(r"\s*#\s*if(def\s+|\s+defined\s*\(?\s*)__cplusplus", directive):
+                in_cplusplus = True
                 continue
             if re.match(r"\s*#\s*endif", directive) and (
-                _cplusplus_glue(items) or (guard and _only_blank_after(lines, index))
+                in_cplusplus or (guard and _only_blank_after(lines, index))
             ):
-                if _cplusplus_glue(items):
-                    items.pop()
+                in_cplusplus = False
                 continue
             items.append(Item("pp", directive, comment=take_comment()))
             continue
-        if stripped == "}" or stripped.startswith('extern "C"'):
-            if stripped == "}":
-                items.append(Item("pp", "}"))
-            elif "{" not in stripped:
-                index = _skip_opening_brace(lines, index + 1)
-            index += 1
+        if in_cplusplus and (stripped in ("{", "}") or stripped.startswith('extern "C"')):
+            index += 1  # C++ linkage glue
             continue
         # a C declaration: read until braces balance and a ';' ends it
         decl = [line]
@@ -221,18 +220,6 @@ def _declaration_complete(code: str) -> bool:
         return True
     head = bare.split("{", 1)[0]
     return bare.endswith("}") and ")" in head and "=" not in head
-
-
-def _skip_opening_brace(lines: list[str], index: int) -> int:
-    """After a bare ``extern "C"``, the index of its ``{`` line (or the line before the next code)."""
-    while index < len(lines) and not lines[index].strip():
-        index += 1
-    return index if index < len(lines) and lines[index].strip() == "{" else index - 1
-
-
-def _cplusplus_glue(items: list[Item]) -> bool:
-    """The closing brace of ``extern "C" {`` was just recorded; its #endif closes __cplusplus."""
-    return bool(items) and items[-1].kind == "pp" and items[-1].text == "}"
 
 
 def _only_blank_after(lines: list[str], index: int) -> bool:
@@ -609,8 +596,8 @@ def classify_register(register: TrmRegister, symbols: set[str], by_suffix: dict[
     if register.name.upper() in symbols or register.name.upper().replace("_N_", "_") in symbols:
         return "parameterised"
     suffix = register.name.split("_", 1)[-1]
-    if by_suffix.get(suffix):
-        return "prefix-differs"
+    if suffix in symbols or by_suffix.get(suffix) or by_suffix.get(register.name):
+        return "prefix-differs"  # the same name once a leading peripheral token is dropped
     return "absent"
 
 

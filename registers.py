@@ -1,0 +1,689 @@
+"""Structured register answers (the ``esp32_docs_register`` tool) from the chunk store.
+
+The manual (doc_type ``trm``) documents a register's offset, reset value and fields; the SoC headers
+(doc_type ``src``) give the C address expression and, through ``reg_base.h``, the peripheral base.
+Joining the two per chip answers "what is X", "what is at 0x6000_4000" and "what changed between
+chips or ESP32-P4 revisions" as JSON. Everything is an exact filter on ``symbol_refs``/``doc_type``/
+``chips``: no embedding is involved, so vectors in the table are irrelevant here.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from chip_vocab import chips, normalize_chip, validate_chip, validate_revision
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FIELD_LINE = re.compile(
+    r"^- (?P<name>.+?) \[(?P<bits>\d+(?::\d+)?)\]"
+    r"(?: \((?P<access>[^)]*)\))?(?: reset (?P<reset>[^:\s]+))?(?:: (?P<description>.*))?$"
+)
+_REGISTER_LINE = re.compile(r"^Register (?P<name>\S+)(?: \((?P<note>.*)\))?\s*$")
+_PARAM_RANGE = re.compile(r"([A-Za-z]\w*)\s*:\s*(\d+)\s*[-~–]\s*(\d+)")
+_CARD_LINE = re.compile(
+    r"^(?P<name>[A-Za-z_]\w*)(?P<params>\([^)]*\))? = (?P<value>.+?)(?:  // (?P<desc>.*))?$"
+)
+_DEFINE_LINE = re.compile(
+    r"^\s*#\s*define\s+(?P<name>[A-Za-z_]\w*)(?P<params>\([^)]*\))?\s+(?P<value>.+?)\s*$"
+)
+_MAX_ROWS = 200_000
+_OFFSET_LIMIT = 0x10000  # documented addresses below this are offsets from a peripheral base
+_INSTANCE_LIMIT = 16
+
+
+# ---------------------------------------------------------------- parsing the TRM rendering
+
+
+def parse_register_block(text: str) -> dict[str, Any]:
+    """Parse one register as rendered by the TRM chunks (notes/REGISTER_FORMAT.md).
+
+    ``text`` starts with its ``Register NAME`` line; parsing stops at the first line outside the
+    format, so a whole chunk tail may be passed.
+    """
+    lines = text.strip().splitlines()
+    head = _REGISTER_LINE.match(lines[0]) if lines else None
+    if head is None:
+        raise ValueError(f"not a register block: expected 'Register NAME' first, got {lines[:1]!r}")
+    register: dict[str, Any] = {
+        "name": head.group("name"),
+        "parameters": _parameter_ranges(head.group("note") or ""),
+        "parameter_note": head.group("note"),
+        "address": None,
+        "reset": None,
+        "fields": [],
+    }
+    for line in lines[1:]:
+        if line.startswith("Address: "):
+            register["address"] = line.removeprefix("Address: ").strip()
+        elif line.startswith("Reset value: "):
+            register["reset"] = line.removeprefix("Reset value: ").strip()
+        elif line.strip() == "Fields:":
+            continue
+        elif (match := _FIELD_LINE.match(line)) is not None:
+            register["fields"].append(
+                {
+                    "name": match.group("name"),
+                    "bits": match.group("bits"),
+                    "access": match.group("access"),
+                    "reset": match.group("reset"),
+                    "description": (match.group("description") or "").strip(),
+                }
+            )
+        else:
+            break
+    return register
+
+
+def register_blocks(text: str) -> list[dict[str, Any]]:
+    """Every register rendered in one chunk's text, in order."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if _REGISTER_LINE.match(line)]
+    return [parse_register_block("\n".join(lines[i:])) for i in starts]
+
+
+def _parameter_ranges(note: str) -> dict[str, tuple[int, int] | None]:
+    """``n: 0-7`` -> {"n": (0, 7)}; a parameter named without a numeric range maps to None."""
+    ranges: dict[str, tuple[int, int] | None] = {
+        m.group(1): (int(m.group(2)), int(m.group(3))) for m in _PARAM_RANGE.finditer(note)
+    }
+    for name in re.findall(r"([A-Za-z]\w*)\s*:", note):
+        ranges.setdefault(name, None)
+    return ranges
+
+
+def parameter_regex(name: str, parameters: dict[str, tuple[int, int] | None]) -> re.Pattern[str] | None:
+    """``AES_KEY_n_REG`` with parameter n -> a regex whose named groups capture the instance numbers.
+
+    Without a parameter note, lower-case tokens (``_n_``, ``CHx``) are taken as the parameters.
+    """
+    letters = list(parameters) or sorted(set(re.findall(r"(?<![a-z])([a-z]{1,2})(?![a-z])", name)))
+    if not letters:
+        return None
+    alternation = "|".join(sorted(map(re.escape, letters), key=len, reverse=True))
+    pieces: list[str] = []
+    seen: set[str] = set()
+    position = 0
+    for match in re.finditer(rf"(?<![a-z])({alternation})(?![a-z])", name):
+        pieces.append(re.escape(name[position : match.start()]))
+        letter = match.group(1)
+        group = f"p_{letter}"
+        pieces.append(f"(?P={group})" if letter in seen else rf"(?P<{group}>\d+)")
+        seen.add(letter)
+        position = match.end()
+    if not seen:
+        return None
+    pieces.append(re.escape(name[position:]))
+    return re.compile("^" + "".join(pieces) + "$")
+
+
+# ---------------------------------------------------------------- C expression evaluation
+
+
+@dataclass(frozen=True)
+class Macro:
+    name: str
+    params: tuple[str, ...] | None  # None: object-like
+    body: str
+    file_path: str
+    revisions: tuple[str, ...]
+    description: str = ""
+
+
+def evaluate(expression: str, macros: dict[str, Macro], depth: int = 0) -> int | None:
+    """Value of a header address expression (macros expanded), or None when it is not constant."""
+    if depth > 12:
+        return None
+    expanded = _expand(expression, macros, depth)
+    if expanded is None:
+        return None
+    arithmetic = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", expanded).replace("/", "//")
+    if re.search(r"[^0-9a-fA-FxX+\-*/()<>|&~ \t]", arithmetic):
+        return None
+    try:
+        tree = ast.parse(arithmetic, mode="eval")
+    except SyntaxError:
+        return None
+    allowed = (
+        ast.Expression,
+        ast.BinOp,
+        ast.UnaryOp,
+        ast.Constant,
+        ast.Add,
+        ast.Sub,
+        ast.Mult,
+        ast.FloorDiv,
+        ast.LShift,
+        ast.RShift,
+        ast.BitOr,
+        ast.BitAnd,
+        ast.Invert,
+        ast.USub,
+        ast.UAdd,
+    )
+    if not all(isinstance(node, allowed) for node in ast.walk(tree)):
+        return None
+    try:
+        value = eval(compile(tree, "<address>", "eval"), {"__builtins__": {}})  # only arithmetic nodes
+    except (ArithmeticError, ValueError):
+        return None
+    return value if isinstance(value, int) else None
+
+
+def _expand(expression: str, macros: dict[str, Macro], depth: int) -> str | None:
+    out: list[str] = []
+    position = 0
+    for match in re.finditer(r"[A-Za-z_]\w*", expression):
+        if match.start() < position:
+            continue
+        name = match.group(0)
+        if re.fullmatch(r"0[xX][0-9a-fA-F]+|[0-9]+[uUlL]*", name) or _inside_number(
+            expression, match.start()
+        ):
+            continue
+        out.append(expression[position : match.start()])
+        position = match.end()
+        if name == "BIT":
+            args, position = _call_args(expression, position)
+            if args is None or len(args) != 1:
+                return None
+            out.append(f"(1 << ({args[0]}))")
+            continue
+        macro = macros.get(name)
+        if macro is None:
+            return None
+        body = macro.body
+        if macro.params is not None:
+            args, position = _call_args(expression, position)
+            if args is None or len(args) != len(macro.params):
+                return None
+            for param, arg in zip(macro.params, args, strict=True):
+                body = re.sub(rf"\b{re.escape(param)}\b", f"({arg})", body)
+        value = evaluate(body, macros, depth + 1)
+        if value is None:
+            return None
+        out.append(f"({value})")
+    out.append(expression[position:])
+    return "".join(out)
+
+
+def _inside_number(text: str, start: int) -> bool:
+    """An identifier-looking match that is really the tail of a hex literal (``0x6c``)."""
+    return start > 0 and (text[start - 1].isdigit() or text[start - 1] in "xX")
+
+
+def _call_args(text: str, position: int) -> tuple[list[str] | None, int]:
+    rest = text[position:]
+    stripped = rest.lstrip()
+    if not stripped.startswith("("):
+        return None, position
+    start = position + len(rest) - len(stripped)
+    depth = 0
+    args: list[str] = []
+    current: list[str] = []
+    for index in range(start, len(text)):
+        char = text[index]
+        if char == "(":
+            depth += 1
+            if depth == 1:
+                continue
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                args.append("".join(current).strip())
+                return [a for a in args if a], index + 1
+        elif char == "," and depth == 1:
+            args.append("".join(current).strip())
+            current = []
+            continue
+        current.append(char)
+    return None, position
+
+
+# ---------------------------------------------------------------- the per-chip index
+
+
+@dataclass
+class TrmEntry:
+    register: dict[str, Any]
+    row: dict[str, Any]
+
+
+@dataclass
+class ChipIndex:
+    """What one chip (at one revision) documents and defines, built once per table version."""
+
+    chip: str
+    revision: str | None
+    trm: dict[str, list[TrmEntry]] = field(default_factory=dict)
+    parameterised: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
+    macros: dict[str, Macro] = field(default_factory=dict)
+
+    def header_registers(self) -> list[Macro]:
+        return [m for m in self.macros.values() if m.name.endswith("_REG") or "_REG_" in m.name]
+
+
+_INDEX_CACHE: dict[tuple[int, int, str, str | None], ChipIndex] = {}
+
+
+def _rows(table: Any, where: str, columns: list[str]) -> list[dict[str, Any]]:
+    return table.search().where(where).select(columns).limit(_MAX_ROWS).to_list()
+
+
+def _quote(value: str) -> str:
+    """A value validated as an identifier/chip/revision; quoting is belt and braces."""
+    if not re.fullmatch(r"[A-Za-z0-9_.\-]+", value):
+        raise ValueError(f"refusing to filter on {value!r}: only letters, digits, '_', '.', '-' are allowed")
+    return "'" + value + "'"
+
+
+def _in_revision(row: dict[str, Any], revision: str | None) -> bool:
+    return revision is None or not row["revisions"] or revision in row["revisions"]
+
+
+def chip_index(table: Any, chip: str, revision: str | None) -> ChipIndex:
+    """Parse the chip's TRM registers and header macros once per (table version, chip, revision)."""
+    key = (id(table), table.version, chip, revision)
+    if key in _INDEX_CACHE:
+        return _INDEX_CACHE[key]
+    index = ChipIndex(chip, revision)
+    columns = ["text", "chips", "revisions", "source_doc", "section_path", "file_path", "chunk_index"]
+    columns += ["source_version", "source_commit"]
+    trm_where = f"doc_type = 'trm' AND array_has(chips, {_quote(chip)}) AND text LIKE '%Register %'"
+    for row in _rows(table, trm_where, columns):
+        if not _in_revision(row, revision):
+            continue
+        for register in register_blocks(row["text"]):
+            entries = index.trm.setdefault(register["name"], [])
+            entries.append(TrmEntry(register, row))
+            pattern = parameter_regex(register["name"], register["parameters"])
+            if pattern is not None and len(entries) == 1:
+                index.parameterised.append((pattern, register["name"]))
+    src_where = (
+        f"doc_type = 'src' AND array_has(chips, {_quote(chip)}) AND "
+        "(source_doc LIKE '%\\_reg.h' ESCAPE '\\' OR source_doc IN ('soc.h', 'reg_base.h'))"
+    )
+    for row in _rows(table, src_where, [*columns, "symbol_refs"]):
+        if _in_revision(row, revision):
+            _collect_macros(row, index.macros)
+    if len(_INDEX_CACHE) > 64:
+        _INDEX_CACHE.clear()
+    _INDEX_CACHE[key] = index
+    return index
+
+
+def _collect_macros(row: dict[str, Any], macros: dict[str, Macro]) -> None:
+    """Register-card lines (``NAME = expr  // desc``) and raw ``#define`` lines of full-text rows."""
+    revisions = tuple(row["revisions"])
+    for line in row["text"].splitlines():
+        match = _DEFINE_LINE.match(line) or _CARD_LINE.match(line)
+        if match is None:
+            continue
+        params = match.group("params")
+        value = re.sub(r"/\*.*?\*/|//.*$", "", match.group("value")).strip()
+        description = match.groupdict().get("desc") or ""
+        macros.setdefault(
+            match.group("name"),
+            Macro(
+                name=match.group("name"),
+                params=tuple(p.strip() for p in params[1:-1].split(",") if p.strip()) if params else None,
+                body=value,
+                file_path=row["file_path"],
+                revisions=revisions,
+                description=description,
+            ),
+        )
+
+
+# ---------------------------------------------------------------- lookup
+
+
+def _validate_identifier(value: str, what: str) -> str:
+    if not isinstance(value, str) or not _IDENT.match(value.strip()):
+        raise ValueError(f"{what} must be a C identifier (letters, digits, '_'), got {value!r}")
+    return value.strip()
+
+
+def _parse_address(address: str | int) -> int:
+    if isinstance(address, bool):
+        raise ValueError(f"address must be a number such as 0x60004000, got {address!r}")
+    if isinstance(address, int):
+        return address
+    text = str(address).strip().replace("_", "").replace("'", "")
+    try:
+        return int(text, 0)
+    except ValueError:
+        try:
+            return int(text, 16)
+        except ValueError:
+            raise ValueError(
+                f"address must be a number such as 0x60004000 or 0x38, got {address!r}"
+            ) from None
+
+
+def _resolve_revision(chip: str, revision: str | None) -> str | None:
+    """Chips with several manuals get one explicitly (default: the first, mainline)."""
+    published = chips()[chip].revisions
+    if revision is not None:
+        return validate_revision(revision, chip)
+    return published[0] if len(published) > 1 else None
+
+
+def _revision_scope(chip: str, revision: str | None) -> str | None:
+    published = chips()[chip].revisions
+    if len(published) < 2 or revision is None:
+        return None
+    others = ", ".join(r for r in published if r != revision)
+    return f"ONLY revision {revision} of {chips()[chip].name}; other revisions: {others} (pass revision=...)"
+
+
+def _find_trm(index: ChipIndex, name: str) -> tuple[TrmEntry, dict[str, str]] | None:
+    """The documented register for ``name``: exact, upper-cased, or an instance of a parameterised one."""
+    for candidate in (name, name.upper()):
+        if candidate in index.trm:
+            return index.trm[candidate][0], {}
+    upper = name.upper()
+    for pattern, documented in index.parameterised:
+        match = pattern.match(upper) or pattern.match(name)
+        if match is None:
+            continue
+        entry = index.trm[documented][0]
+        values = {k.removeprefix("p_"): v for k, v in match.groupdict().items()}
+        ranges = entry.register["parameters"]
+        if all(
+            ranges.get(letter) is None or ranges[letter][0] <= int(value) <= ranges[letter][1]
+            for letter, value in values.items()
+        ):
+            return entry, values
+    return None
+
+
+def _header_defines(index: ChipIndex, name: str, documented: str | None) -> list[Macro]:
+    """Header macros for the register: the exact name, the documented name, or the instance's family."""
+    found: list[Macro] = []
+    for candidate in dict.fromkeys(c for c in (name.upper(), documented) if c):
+        if candidate in index.macros:
+            found.append(index.macros[candidate])
+    if not found and documented:
+        pattern = parameter_regex(documented, index.trm[documented][0].register["parameters"])
+        if pattern is not None:
+            found += [m for n, m in index.macros.items() if pattern.match(n)][:8]
+    return found
+
+
+def _absolute(index: ChipIndex, macro: Macro, instance: int = 0) -> int | None:
+    args = ",".join(str(instance) for _ in macro.params or ())
+    call = f"{macro.name}({args})" if macro.params is not None else macro.name
+    return evaluate(call, index.macros)
+
+
+def _base_macro(expression: str) -> str | None:
+    found = re.findall(r"\b((?:DR_)?REG_\w*BASE\w*)\b", expression)
+    return found[0] if found else None
+
+
+def _describe_register(index: ChipIndex, name: str) -> dict[str, Any]:
+    hit = _find_trm(index, name)
+    documented = hit[0].register["name"] if hit else None
+    defines = _header_defines(index, name, documented)
+    if hit is None and not defines:
+        raise ValueError(_unknown_name_message(index, name))
+    answer: dict[str, Any] = {"name": name.upper() if hit is None or hit[1] else documented}
+    if hit is not None:
+        entry, instance = hit
+        register = entry.register
+        answer.update(
+            documented_as=register["name"]
+            + (f" ({register['parameter_note']})" if register["parameter_note"] else ""),
+            instance=instance or None,
+            address=_instance_address(register["address"], instance),
+            address_as_documented=register["address"],
+            reset=register["reset"],
+            fields=register["fields"],
+            chapter=entry.row["source_doc"],
+            section_path=entry.row["section_path"],
+            file_path=entry.row["file_path"],
+            source_version=entry.row["source_version"],
+            source_commit=entry.row["source_commit"],
+        )
+    else:
+        answer.update(documented_as=None, address=None, reset=None, fields=[], chapter=None)
+        answer["note"] = "not found in the Technical Reference Manual; header definition only"
+    answer.update(_absolute_answer(index, answer, defines))
+    answer["header_defines"] = [
+        {
+            "name": m.name + (f"({', '.join(m.params)})" if m.params is not None else ""),
+            "expression": m.body,
+            "file_path": m.file_path,
+            "description": m.description or None,
+        }
+        for m in defines
+    ]
+    return answer
+
+
+def _instance_address(documented: str | None, instance: dict[str, str]) -> str | None:
+    """``0x0000+4*n`` with n=3 -> ``0x000C``; other forms are returned as documented."""
+    if not documented or not instance:
+        return documented
+    expression = documented
+    for letter, value in instance.items():
+        expression = re.sub(rf"(?<![A-Za-z0-9]){re.escape(letter)}(?![A-Za-z0-9])", value, expression)
+    value = evaluate(expression, {})
+    return f"0x{value:04X}" if value is not None else documented
+
+
+def _absolute_answer(index: ChipIndex, answer: dict[str, Any], defines: list[Macro]) -> dict[str, Any]:
+    """Absolute address from the header expression (instance 0 of a parameterised macro), else
+    from the documented offset plus the chapter's peripheral base."""
+    for macro in defines:
+        value = _absolute(index, macro, 0)
+        if value is not None:
+            base = _base_macro(macro.body)
+            via = f"{macro.name}{'(0)' if macro.params else ''} = {macro.body}"
+            return {
+                "address_absolute": f"0x{value:08X}",
+                "absolute_from": via + (f"; {base} from reg_base.h" if base else ""),
+            }
+    offset = _parse_offset(answer.get("address"))
+    if offset is not None and offset >= _OFFSET_LIMIT:
+        return {"address_absolute": f"0x{offset:08X}", "absolute_from": "the manual gives it absolute"}
+    base = _chapter_base(index, answer.get("file_path"))
+    if offset is not None and base is not None:
+        return {
+            "address_absolute": f"0x{base[0] + offset:08X}",
+            "absolute_from": f"documented offset + {base[1]} (0x{base[0]:08X})",
+        }
+    return {"address_absolute": None, "absolute_from": "peripheral base unknown"}
+
+
+def _parse_offset(address: str | None) -> int | None:
+    if not address:
+        return None
+    try:
+        return int(address, 16)
+    except ValueError:
+        return None
+
+
+def _chapter_base(index: ChipIndex, file_path: str | None) -> tuple[int, str] | None:
+    """The peripheral base of a TRM chapter, inferred from a sibling register the headers define."""
+    if not file_path:
+        return None
+    votes: dict[tuple[int, str], int] = defaultdict(int)
+    for name, entries in index.trm.items():
+        entry = entries[0]
+        if entry.row["file_path"] != file_path or name not in index.macros:
+            continue
+        offset = _parse_offset(entry.register["address"])
+        value = _absolute(index, index.macros[name])
+        if offset is None or value is None:
+            continue
+        votes[(value - offset, _base_macro(index.macros[name].body) or "base")] += 1
+    return max(votes, key=lambda k: votes[k]) if votes else None
+
+
+def _unknown_name_message(index: ChipIndex, name: str) -> str:
+    names = list(index.trm) + [m.name for m in index.header_registers()]
+    close = difflib.get_close_matches(name.upper(), names, n=5, cutoff=0.6)
+    scope = index.chip + (f" revision {index.revision}" if index.revision else "")
+    hint = f"; closest names: {', '.join(close)}" if close else ""
+    return f"no register {name!r} on {scope}{hint}"
+
+
+def _registers_at(index: ChipIndex, address: int, peripheral: str | None) -> list[str]:
+    """Register names at an absolute address, or at an offset within ``peripheral``."""
+    if peripheral is not None:
+        prefix = peripheral.upper().rstrip("_") + "_"
+        documented = [
+            name
+            for name, entries in index.trm.items()
+            if name.startswith(prefix) and _parse_offset(entries[0].register["address"]) == address
+        ]
+        if documented:
+            return documented
+        base_names = [f"DR_REG_{peripheral.upper()}_BASE", f"DR_REG_{peripheral.upper()}0_BASE"]
+        base = next((evaluate(b, index.macros) for b in base_names if b in index.macros), None)
+        if base is None:
+            raise ValueError(
+                f"no register of peripheral {peripheral!r} at offset 0x{address:X} on {index.chip}, "
+                f"and no {base_names[0]} in its reg_base.h"
+            )
+        address += base
+    hits: list[str] = []
+    for macro in index.header_registers():
+        first = _absolute(index, macro, 0)
+        if first is None:
+            continue
+        if first == address:
+            hits.append(macro.name)
+            continue
+        if macro.params and _instance_hit(index, macro, first, address):
+            hits.append(macro.name)
+    return hits
+
+
+def _instance_hit(index: ChipIndex, macro: Macro, first: int, address: int) -> bool:
+    """Does instance i>0 of a parameterised register land on ``address`` at a real peripheral base?"""
+    bases = {evaluate(n, index.macros) for n in index.macros if re.fullmatch(r"DR_REG_\w+_BASE", n)}
+    instance0_base = max((b for b in bases if b is not None and b <= first), default=None)
+    if instance0_base is None:
+        return False
+    offset = first - instance0_base
+    for instance in range(1, _INSTANCE_LIMIT):
+        value = _absolute(index, macro, instance)
+        if value is None or value - offset not in bases:
+            return False
+        if value == address:
+            return True
+    return False
+
+
+def _address_not_found(index: ChipIndex, address: int) -> str:
+    bases = {
+        n: v
+        for n in index.macros
+        if re.fullmatch(r"DR_REG_\w+_BASE", n) and (v := evaluate(n, index.macros)) is not None
+    }
+    below = [(v, n) for n, v in bases.items() if v <= address]
+    where = ""
+    if below:
+        value, name = max(below)
+        where = f"; it lies at {name} (0x{value:08X}) + 0x{address - value:X}"
+    hint = " (an offset? pass peripheral=..., e.g. UART)" if address < _OFFSET_LIMIT else ""
+    return f"no register at 0x{address:X} on {index.chip}{where}{hint}"
+
+
+def _compare_target(chip: str, revision: str | None, compare_with: str) -> tuple[str, str | None]:
+    """``esp32c6``, ``v1.3`` (another revision of the same chip) or ``esp32p4:v1.3``."""
+    if not isinstance(compare_with, str) or not compare_with.strip():
+        raise ValueError("compare_with must name a chip (e.g. esp32c6) or a revision of the same chip")
+    text = compare_with.strip()
+    if ":" in text or "@" in text:
+        other_chip, other_rev = re.split(r"[:@]", text, maxsplit=1)
+        other = validate_chip(other_chip)
+        return other, validate_revision(other_rev, other)
+    if text in chips()[chip].revisions:
+        if text == revision:
+            raise ValueError(f"compare_with {text!r} is the revision being looked up; name the other one")
+        return chip, text
+    other = normalize_chip(text)
+    if other is None:
+        raise ValueError(
+            f"compare_with {text!r} is neither a chip ({', '.join(chips())}) "
+            f"nor a revision of {chip} ({', '.join(chips()[chip].revisions)})"
+        )
+    return other, _resolve_revision(other, None)
+
+
+def compare_fields(this: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[str, Any]:
+    """Fields present only in ``other`` (added), only in ``this`` (removed), or differing in layout."""
+    mine = {f["name"]: f for f in this if f["name"] != "(reserved)"}
+    theirs = {f["name"]: f for f in other if f["name"] != "(reserved)"}
+    changed = []
+    for name in mine.keys() & theirs.keys():
+        diffs = {
+            key: {"from": mine[name][key], "to": theirs[name][key]}
+            for key in ("bits", "access", "reset")
+            if mine[name][key] != theirs[name][key]
+        }
+        if diffs:
+            changed.append({"name": name, **diffs})
+    return {
+        "added": sorted(theirs.keys() - mine.keys()),
+        "removed": sorted(mine.keys() - theirs.keys()),
+        "changed": sorted(changed, key=lambda c: c["name"]),
+    }
+
+
+def lookup_register(
+    table: Any,
+    chip: str,
+    name: str | None = None,
+    address: str | int | None = None,
+    revision: str | None = None,
+    compare_with: str | None = None,
+    peripheral: str | None = None,
+) -> dict[str, Any]:
+    """One register as JSON-ready data, by name or by address, optionally diffed against another
+    chip or ESP32-P4 revision. Raises ValueError with the valid choices for any bad input."""
+    chip_id = validate_chip(chip)
+    rev = _resolve_revision(chip_id, revision)
+    if (name is None) == (address is None):
+        raise ValueError("give exactly one of name (e.g. UART_CLKDIV_REG) or address (e.g. 0x60000014)")
+    index = chip_index(table, chip_id, rev)
+    if not index.trm and not index.macros:
+        raise ValueError(f"the store has no TRM registers or SoC headers for {chip_id}")
+    if address is not None:
+        if peripheral is not None:
+            _validate_identifier(peripheral, "peripheral")
+        target = _parse_address(address)
+        names = _registers_at(index, target, peripheral)
+        if not names:
+            raise ValueError(_address_not_found(index, target))
+        answer = _describe_register(index, names[0])
+        answer["queried_address"] = f"0x{target:X}" + (f" in {peripheral}" if peripheral else "")
+        if len(names) > 1:
+            answer["also_at_this_address"] = names[1:]
+    else:
+        answer = _describe_register(index, _validate_identifier(name, "name"))  # type: ignore[arg-type]
+    answer = {"chip": chip_id, "revision": rev, "revision_scope": _revision_scope(chip_id, rev), **answer}
+    if compare_with is not None:
+        other_chip, other_rev = _compare_target(chip_id, rev, compare_with)
+        other_index = chip_index(table, other_chip, other_rev)
+        label = other_chip + (f" {other_rev}" if other_rev else "")
+        try:
+            other = _describe_register(other_index, answer["name"])
+        except ValueError as exc:
+            answer["compare"] = {"with": label, "present": False, "message": str(exc)}
+        else:
+            diff = compare_fields(answer["fields"], other["fields"])
+            for key in ("address", "reset", "address_absolute"):
+                if answer.get(key) != other.get(key):
+                    diff[f"{key}_changed"] = {"from": answer.get(key), "to": other.get(key)}
+            answer["compare"] = {"with": label, "present": True, "chapter": other.get("chapter"), **diff}
+    return answer

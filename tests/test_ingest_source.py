@@ -1,0 +1,215 @@
+"""ingest_source.py on small headers written for the purpose, plus a lean pass over a real ESP-IDF."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ingest_source
+from chip_vocab import chip_ids
+from schema import make_row, read_jsonl, validate_row
+
+FIXTURES = Path(__file__).parent / "fixtures" / "src"
+IDF = FIXTURES / "idf"
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    out = tmp_path_factory.mktemp("src") / "src_chunks.jsonl"
+    assert ingest_source.main(["--idf-path", str(IDF), "--out-path", str(out)]) == 0
+    return list(read_jsonl(out))
+
+
+def _by_path(rows: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
+    found = [r for r in rows if r["file_path"].endswith(suffix)]
+    assert found, f"no rows for {suffix}"
+    return found
+
+
+def test_rows_are_valid_src_rows_with_provenance(rows: list[dict[str, Any]]) -> None:
+    for row in rows:
+        validate_row(row)
+        assert row["doc_type"] == "src"
+        assert row["text"].startswith(row["file_path"] + "\n\n")
+        assert row["source_doc"] == Path(row["file_path"]).name
+        assert row["source_version"] and row["source_commit"]
+
+
+def test_register_header_becomes_a_card_with_address_expressions(rows: list[dict[str, Any]]) -> None:
+    (card,) = _by_path(rows, "esp32c3/register/soc/uart_reg.h")
+    body = card["text"].split("\n\n", 1)[1]
+    assert body.splitlines() == [
+        "UART_FIFO_REG(i) = REG_UART_BASE(i) + 0x0  // FIFO data register",
+        "UART_CLKDIV_REG(i) = REG_UART_BASE(i) + 0x14  // Clock divider configuration",
+    ]
+    assert "_M" not in card["text"] and "bitpos" not in card["text"]
+    # field names stay findable through symbol_refs, registers first
+    assert card["symbol_refs"] == [
+        "UART_FIFO_REG",
+        "UART_RXFIFO_RD_BYTE",
+        "UART_CLKDIV_REG",
+        "UART_CLKDIV",
+        "UART_CLKDIV_FRAG",
+    ]
+    assert card["file_refs"] == ["soc/soc.h"]
+
+
+def test_old_layout_register_header_under_include_soc(rows: list[dict[str, Any]]) -> None:
+    (card,) = _by_path(rows, "esp32/include/soc/ledc_reg.h")
+    assert card["chips"] == ["esp32"]
+    assert "Older layout: register headers under include/soc" in card["text"]
+    assert "LEDC_HSCH0_HPOINT_REG = DR_REG_LEDC_BASE + 0x0004" in card["text"]
+    assert "LEDC_HPOINT_HSCH0" in card["symbol_refs"]
+
+
+def test_full_text_headers_keep_each_macro_with_its_comment(rows: list[dict[str, Any]]) -> None:
+    (caps,) = _by_path(rows, "esp32c3/include/soc/soc_caps.h")
+    assert "// ESP32-C3 has 2 UARTs\n#define SOC_UART_NUM                (2)" in caps["text"]
+    assert (
+        "#define SOC_UART_FIFO_LEN           (128)      /*!< The UART hardware FIFO length */" in caps["text"]
+    )
+    assert "#if SOC_UART_NUM > 1\n#define SOC_UART_SUPPORT_WAKEUP_INT" in caps["text"]
+    assert "# UART CAPS" in caps["text"]
+    assert "SPDX" not in caps["text"] and "pragma once" not in caps["text"]
+    (hand_written,) = _by_path(rows, "esp32c3/include/soc/hwcrypto_reg.h")
+    assert (
+        "/* AES key words: eight consecutive 32-bit registers */\n#define AES_KEY_BASE"
+        in hand_written["text"]
+    )
+
+
+def test_structs_stay_whole_and_declare_their_names(rows: list[dict[str, Any]]) -> None:
+    (struct,) = _by_path(rows, "esp32c3/register/soc/uart_struct.h")
+    assert "typedef union {\n    struct {" in struct["text"] and "} uart_clkdiv_reg_t;" in struct["text"]
+    assert struct["symbol_refs"] == ["uart_clkdiv_reg_t", "uart_dev_s", "uart_dev_t", "UART0"]
+    (shared,) = _by_path(rows, "components/soc/include/soc/chip_revision.h")
+    assert shared["chips"] == chip_ids() and shared["revisions"] == []
+    assert shared["symbol_refs"] == ["SOC_REVISION_ENCODE", "soc_chip_revision_t", "soc_revision_decode"]
+    assert "extern" not in shared["text"] and "__cplusplus" not in shared["text"]
+
+
+def test_reg_base_is_kept_in_full(rows: list[dict[str, Any]]) -> None:
+    (base,) = _by_path(rows, "esp32c3/register/soc/reg_base.h")
+    assert "#define DR_REG_UART1_BASE                       0x60010000" in base["text"]
+
+
+def test_silicon_revision_folders_map_to_revisions(rows: list[dict[str, Any]]) -> None:
+    revisions = {r["file_path"]: r["revisions"] for r in rows if "/esp32p4/" in r["file_path"]}
+    assert revisions["components/soc/esp32p4/register/hw_ver1/soc/ledc_reg.h"] == ["v1.3"]
+    assert revisions["components/soc/esp32p4/register/hw_ver3/soc/ledc_reg.h"] == ["mainline"]
+    h21 = [r["file_path"] for r in rows if "/esp32h21/" in r["file_path"]]
+    assert h21 == ["components/soc/esp32h21/register/hw_ver_mp/soc/lp_apm_reg.h"]
+
+
+def test_unknown_revision_folder_is_a_usage_error(tmp_path: Path) -> None:
+    tree = tmp_path / "idf"
+    shutil.copytree(IDF, tree)
+    (tree / "components/soc/esp32p4/register/hw_ver9/soc").mkdir(parents=True)
+    (tree / "components/soc/esp32p4/register/hw_ver9/soc/x_reg.h").write_text("#define X_REG 1\n")
+    with pytest.raises(ingest_source.UsageError, match="unknown silicon-revision folder 'hw_ver9'"):
+        ingest_source.discover_headers(tree)
+
+
+@pytest.mark.parametrize("make_tree", ["missing", "not_idf"])
+def test_bad_idf_path_exits_2(tmp_path: Path, make_tree: str, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "nowhere"
+    if make_tree == "not_idf":
+        path.mkdir()
+    assert ingest_source.main(["--idf-path", str(path), "--out-path", str(tmp_path / "o.jsonl")]) == 2
+    assert "is not an ESP-IDF tree: components/soc is missing" in capsys.readouterr().err
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_census_counts_every_declared_symbol_and_catches_a_loss(rows: list[dict[str, Any]]) -> None:
+    headers, _ = ingest_source.discover_headers(IDF)
+    results = {h.rel_path: ingest_source.header_rows(h, "v", "c") for h in headers}
+    declared, reached, gaps = ingest_source.census(results)
+    assert declared == reached and gaps == [] and declared > 30
+    card = results["components/soc/esp32c3/register/soc/uart_reg.h"]
+    card.rows[0]["symbol_refs"].remove("UART_CLKDIV_FRAG")
+    declared, reached, gaps = ingest_source.census(results)
+    assert reached == declared - 1
+    assert gaps == [("components/soc/esp32c3/register/soc/uart_reg.h", ["UART_CLKDIV_FRAG"])]
+
+
+def test_census_command_fails_on_a_truncated_corpus(
+    tmp_path: Path, rows: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    complete = tmp_path / "complete.jsonl"
+    complete.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert ingest_source.main(["census", "--idf-path", str(IDF), "--src-chunks", str(complete)]) == 0
+    truncated = tmp_path / "truncated.jsonl"
+    truncated.write_text("".join(json.dumps(r) + "\n" for r in rows if "soc_caps" not in r["file_path"]))
+    assert ingest_source.main(["census", "--idf-path", str(IDF), "--src-chunks", str(truncated)]) == 2
+    out = capsys.readouterr()
+    assert "no chunk at all: components/soc/esp32c3/include/soc/soc_caps.h" in out.out
+
+
+def _trm_row(chip: str, text: str) -> dict[str, Any]:
+    return make_row(
+        text=text,
+        doc_type="trm",
+        chips=[chip],
+        source_doc="d",
+        section_path="d",
+        file_path="f",
+        chunk_index=0,
+    )
+
+
+def test_check_registers_classifies_each_trm_name(rows: list[dict[str, Any]]) -> None:
+    trm = [
+        _trm_row(
+            "esp32c3",
+            "UART > Registers\n\nRegister UART_CLKDIV_REG\nAddress: 0x0014\n\n"
+            "Register AES_KEY_n_REG (n: 0-7)\nAddress: 0x0000+4*n\n\n"
+            "Register LP_UART_FIFO_REG\nAddress: 0x0000\n\nRegister UART_MISSING_REG\nAddress: 0x0090",
+        )
+    ]
+    report = ingest_source.check_registers(trm, rows)
+    assert list(report) == ["esp32c3"]
+    facts = report["esp32c3"]
+    assert facts["categories"] == {"exact": 1, "parameterised": 1, "prefix-differs": 1, "absent": 1}
+    assert facts["resolved"] == 2 and facts["share"] == 0.5
+    assert facts["samples"]["absent"] == ["UART_MISSING_REG"]
+
+
+def test_check_registers_command_enforces_min_share(
+    tmp_path: Path, rows: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "src.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    trm = tmp_path / "trm.jsonl"
+    trm.write_text(json.dumps(_trm_row("esp32c3", "Register UART_CLKDIV_REG\n\nRegister NOPE_REG")) + "\n")
+    args = ["check-registers", "--trm-chunks", str(trm), "--src-chunks", str(src)]
+    assert ingest_source.main(args) == 0
+    assert "1/2 TRM registers (50.0%)" in capsys.readouterr().out
+    assert ingest_source.main([*args, "--min-share", "0.75"]) == 2
+    assert (
+        ingest_source.main(["check-registers", "--trm-chunks", str(tmp_path / "x"), "--src-chunks", str(src)])
+        == 2
+    )
+
+
+@pytest.mark.corpus
+def test_real_idf_chip_headers_fully_reach_chunks() -> None:
+    """One chip of a real ESP-IDF (IDF_PATH): every declared symbol reaches a chunk, cards stay small."""
+    idf = os.environ.get("IDF_PATH")
+    if not idf:
+        pytest.skip("IDF_PATH is not set (an ESP-IDF checkout)")
+    headers, _ = ingest_source.discover_headers(Path(idf))
+    c3 = [h for h in headers if "/esp32c3/" in h.rel_path]
+    assert len(c3) > 50
+    results = {h.rel_path: ingest_source.header_rows(h, "v", "c") for h in c3}
+    declared, reached, gaps = ingest_source.census(results)
+    assert gaps == [] and declared == reached > 5000
+    card = results["components/soc/esp32c3/register/soc/uart_reg.h"]
+    assert card.card and any("UART_CLKDIV_REG(i) = REG_UART_BASE(i) + 0x14" in r["text"] for r in card.rows)
+    assert all(len(r["text"].split()) <= 400 for r in card.rows)
+    caps = results["components/soc/esp32c3/include/soc/soc_caps.h"]
+    assert any("#define SOC_UART_NUM" in r["text"] for r in caps.rows)

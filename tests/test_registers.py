@@ -1,0 +1,226 @@
+"""registers.py against a real LanceDB table built in tmp_path from fixture rows.
+
+The register tool filters exactly on symbol_refs/doc_type/chips and never searches by vector, so
+the table is created with 4-wide zero vectors: their values cannot influence any answer here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import lancedb
+import pytest
+
+import ingest_source
+import registers
+from schema import arrow_schema, make_row
+
+FIXTURES = Path(__file__).parent / "fixtures" / "src"
+
+
+def _trm_rows() -> list[dict[str, Any]]:
+    rows = []
+    for index, spec in enumerate(json.loads((FIXTURES / "trm_registers.json").read_text())):
+        rows.append(
+            make_row(
+                text=spec["text"],
+                doc_type="trm",
+                chips=[spec["chip"]],
+                revisions=spec["revisions"],
+                source_doc=spec["source_doc"],
+                section_path=spec["section_path"],
+                file_path=spec["file_path"],
+                chunk_index=index,
+                symbol_refs=[
+                    line.split()[1] for line in spec["text"].splitlines() if line.startswith("Register ")
+                ],
+                source_version="trm-fixture",
+                source_commit="0" * 40,
+            )
+        )
+    return rows
+
+
+def _src_rows() -> list[dict[str, Any]]:
+    headers, _ = ingest_source.discover_headers(FIXTURES / "idf")
+    return [row for h in headers for row in ingest_source.header_rows(h, "v0-fixture", "1" * 40).rows]
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    rows = [{**row, "vector": [0.0] * 4} for row in _trm_rows() + _src_rows()]
+    db = lancedb.connect(tmp_path_factory.mktemp("store"))
+    return db.create_table("chunks", rows, schema=arrow_schema(4))
+
+
+def test_parse_register_block_reads_every_field_line() -> None:
+    text = (
+        "Register I2C_SCL_HIGH_PERIOD_REG\nAddress: 0x0038\nReset value: 0x00000000\nFields:\n"
+        "- I2C_SCL_WAIT_HIGH_PERIOD [15:9] (R/W) reset 0x0: waiting period\n"
+        "- I2C_SCL_HIGH_PERIOD [8:0] (R/W) reset 0x0: how long SCL remains high\n"
+        "- I2C_SCL_FLAG [16] reset 0x1: no access suffix\n"
+        "- (reserved) [31:17] reset 0x0\n\nAfter the block: not a field"
+    )
+    register = registers.parse_register_block(text)
+    assert register["name"] == "I2C_SCL_HIGH_PERIOD_REG"
+    assert register["address"] == "0x0038"
+    assert register["reset"] == "0x00000000"
+    assert [f["name"] for f in register["fields"]] == [
+        "I2C_SCL_WAIT_HIGH_PERIOD",
+        "I2C_SCL_HIGH_PERIOD",
+        "I2C_SCL_FLAG",
+        "(reserved)",
+    ]
+    assert register["fields"][0] == {
+        "name": "I2C_SCL_WAIT_HIGH_PERIOD",
+        "bits": "15:9",
+        "access": "R/W",
+        "reset": "0x0",
+        "description": "waiting period",
+    }
+    assert register["fields"][2]["access"] is None and register["fields"][2]["bits"] == "16"
+
+
+def test_parse_register_block_reads_parameter_ranges_and_rejects_other_text() -> None:
+    register = registers.parse_register_block("Register AES_KEY_n_REG (n: 0-7)\nAddress: 0x0000+4*n")
+    assert register["parameters"] == {"n": (0, 7)}
+    assert register["address"] == "0x0000+4*n"
+    with pytest.raises(ValueError, match="Register NAME"):
+        registers.parse_register_block("Address: 0x0000")
+
+
+def test_parameter_regex_matches_instances_only() -> None:
+    pattern = registers.parameter_regex("AES_KEY_n_REG", {"n": (0, 7)})
+    assert pattern is not None
+    match = pattern.match("AES_KEY_3_REG")
+    assert match is not None and match.group("p_n") == "3"
+    assert pattern.match("AES_KEY_X_REG") is None
+    assert registers.parameter_regex("UART_CLKDIV_REG", {}) is None
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [
+        ("DR_REG_UART_BASE + 0x14", 0x60000014),
+        ("REG_UART_BASE(1) + 0x4", 0x60010004),
+        ("(BIT(3))", 8),
+        ("0x10U << 4", 0x100),
+        ("UNKNOWN_MACRO + 1", None),
+        ("(i) > 1 ? 0xe000 : 0", None),
+    ],
+)
+def test_evaluate_expands_macros_and_refuses_what_it_cannot_compute(
+    expression: str, value: int | None
+) -> None:
+    macros = {
+        "DR_REG_UART_BASE": registers.Macro("DR_REG_UART_BASE", None, "0x60000000", "reg_base.h", ()),
+        "REG_UART_BASE": registers.Macro(
+            "REG_UART_BASE", ("i",), "(DR_REG_UART_BASE + (i) * 0x10000)", "soc.h", ()
+        ),
+    }
+    assert registers.evaluate(expression, macros) == value
+
+
+def test_lookup_by_name_joins_manual_and_header(table: Any) -> None:
+    answer = registers.lookup_register(table, "ESP32-C3", name="UART_CLKDIV_REG")
+    assert answer["chip"] == "esp32c3" and answer["revision"] is None and answer["revision_scope"] is None
+    assert answer["address"] == "0x0014"
+    assert answer["address_absolute"] == "0x60000014"
+    assert answer["reset"] == "0x000002B6"
+    assert [f["name"] for f in answer["fields"]] == ["UART_CLKDIV", "UART_CLKDIV_FRAG", "(reserved)"]
+    assert answer["chapter"] == "UART Controller (UART)"
+    assert answer["header_defines"][0]["name"] == "UART_CLKDIV_REG(i)"
+    assert answer["header_defines"][0]["expression"] == "REG_UART_BASE(i) + 0x14"
+    assert answer["header_defines"][0]["file_path"] == "components/soc/esp32c3/register/soc/uart_reg.h"
+
+
+def test_lookup_infers_absolute_address_from_the_chapter_base(table: Any) -> None:
+    answer = registers.lookup_register(table, "esp32c3", name="UART_ID_REG")
+    assert answer["header_defines"] == []
+    assert answer["address_absolute"] == "0x60000080"
+    assert "REG_UART_BASE" in answer["absolute_from"]
+
+
+def test_parameterised_name_answers_an_instance(table: Any) -> None:
+    answer = registers.lookup_register(table, "esp32c3", name="aes_key_3_reg")
+    assert answer["name"] == "AES_KEY_3_REG"
+    assert answer["documented_as"] == "AES_KEY_n_REG (n: 0-7)"
+    assert answer["instance"] == {"n": "3"}
+    assert answer["address"] == "0x000C"
+    assert answer["address_absolute"] == "0x6003A00C"
+    assert answer["header_defines"][0]["name"] == "AES_KEY_3_REG"
+
+
+def test_parameterised_name_outside_its_range_is_unknown(table: Any) -> None:
+    with pytest.raises(ValueError, match=r"no register 'AES_KEY_9_REG' on esp32c3; closest names: .*AES_KEY"):
+        registers.lookup_register(table, "esp32c3", name="AES_KEY_9_REG")
+
+
+def test_unknown_name_lists_closest_names(table: Any) -> None:
+    with pytest.raises(ValueError, match=r"closest names: UART_CLKDIV_REG"):
+        registers.lookup_register(table, "esp32c3", name="UART_CLKDIF_REG")
+
+
+def test_address_lookup_absolute_offset_and_other_instance(table: Any) -> None:
+    assert registers.lookup_register(table, "esp32c3", address="0x60000014")["name"] == "UART_CLKDIV_REG"
+    by_offset = registers.lookup_register(table, "esp32c3", address=0x14, peripheral="UART")
+    assert by_offset["name"] == "UART_CLKDIV_REG" and by_offset["queried_address"] == "0x14 in UART"
+    uart1 = registers.lookup_register(table, "esp32c3", address="0x6001_0014")
+    assert uart1["name"] == "UART_CLKDIV_REG"
+
+
+def test_address_without_register_names_the_peripheral(table: Any) -> None:
+    with pytest.raises(
+        ValueError, match=r"no register at 0x60000044 on esp32c3; it lies at DR_REG_UART_BASE"
+    ):
+        registers.lookup_register(table, "esp32c3", address="0x60000044")
+    with pytest.raises(ValueError, match="pass peripheral"):
+        registers.lookup_register(table, "esp32c3", address="0x44")
+
+
+def test_esp32p4_revisions_are_kept_apart_and_compared(table: Any) -> None:
+    mainline = registers.lookup_register(table, "esp32p4", name="LEDC_CH0_CONF0_REG")
+    assert mainline["revision"] == "mainline"
+    assert mainline["revision_scope"].startswith("ONLY revision mainline")
+    assert mainline["header_defines"][0]["file_path"].endswith("hw_ver3/soc/ledc_reg.h")
+    assert mainline["address_absolute"] == "0x500D3000"
+    diff = registers.lookup_register(table, "esp32p4", name="LEDC_CH0_CONF0_REG", compare_with="v1.3")[
+        "compare"
+    ]
+    assert diff["with"] == "esp32p4 v1.3" and diff["present"] is True
+    assert diff["added"] == ["LEDC_PARA_UP_CH0"]
+    assert diff["removed"] == ["LEDC_OVF_CNT_EN_CH0"]
+    assert diff["changed"] == [{"name": "LEDC_IDLE_LV_CH0", "bits": {"from": "3", "to": "2"}}]
+    old = registers.lookup_register(table, "esp32p4", name="LEDC_CH0_CONF0_REG", revision="v1.3")
+    assert old["header_defines"][0]["file_path"].endswith("hw_ver1/soc/ledc_reg.h")
+
+
+def test_compare_with_another_chip(table: Any) -> None:
+    answer = registers.lookup_register(table, "esp32c3", name="UART_CLKDIV_REG", compare_with="ESP32-C6")
+    assert answer["compare"]["added"] == ["UART_CLKDIV_SYNC_EN"]
+    assert answer["compare"]["removed"] == []
+    missing = registers.lookup_register(table, "esp32c3", name="UART_ID_REG", compare_with="esp32c6")
+    assert missing["compare"]["present"] is False
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"chip": "esp33", "name": "UART_CLKDIV_REG"}, "valid chips: esp32, "),
+        ({"chip": "esp32c3", "name": "UART_CLKDIV_REG", "revision": "v9"}, "valid revisions: mainline"),
+        ({"chip": "esp32c3", "name": "X' OR 1=1 --"}, "must be a C identifier"),
+        ({"chip": "esp32c3"}, "exactly one of name"),
+        ({"chip": "esp32c3", "name": "A_REG", "address": "0x0"}, "exactly one of name"),
+        ({"chip": "esp32c3", "address": "sixty"}, "address must be a number"),
+        ({"chip": "esp32c3", "name": "UART_CLKDIV_REG", "compare_with": "nothing"}, "neither a chip"),
+        ({"chip": "esp32p4", "name": "LEDC_CH0_CONF0_REG", "compare_with": "mainline"}, "being looked up"),
+        ({"chip": "esp32s2", "name": "UART_CLKDIV_REG"}, "no TRM registers or SoC headers for esp32s2"),
+    ],
+)
+def test_bad_input_raises_value_error_naming_the_fix(
+    table: Any, kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        registers.lookup_register(table, **kwargs)
