@@ -1,0 +1,1091 @@
+"""Parse one Technical Reference Manual chapter from its LaTeX source into a heading tree.
+
+The TRM sources are read as source, not compiled (DESIGN §4): a chapter root is expanded by
+following its includes, evaluating the tag conditionals for one manual, expanding the user
+macros it defines, and then cut into sections, registers, tables, listings and prose. Each
+step exists because skipping it lost content silently in the past; docs/trm-latex.md lists
+the traps and where each is handled.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from itertools import pairwise
+from pathlib import Path
+
+from pylatexenc import latexwalker, macrospec
+from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
+
+from chunking import Block, Section
+
+INCLUDE_COMMANDS = ("input", "subfile", "subfileinclude", "include")
+VERBATIM_ENVIRONMENTS = ("lstlisting", "verbatim")
+TABLE_ENVIRONMENTS = ("tabular", "tabular*", "tabularx", "tabulary", "longtable", "longtable*")
+# environments whose begin/end lines only wrap content (floats, boxes, font sizes)
+WRAPPER_ENVIRONMENTS = (
+    "table",
+    "table*",
+    "figure",
+    "figure*",
+    "center",
+    "centering",
+    "threeparttable",
+    "ThreePartTable",
+    "landscape",
+    "small",
+    "footnotesize",
+    "tiny",
+    "minipage",
+    "multicols",
+    "flushright",
+    "flushleft",
+    "TableNotes",
+    "tablenotes",
+)
+SECTION_LEVELS = {"chapter": 0, "section": 1, "subsection": 2, "subsubsection": 3}
+MAX_INCLUDE_DEPTH = 20
+MAX_MACRO_PASSES = 8
+
+_IDENTIFIER = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
+_ACCESS_SUFFIX = re.compile(r"\(\s*([A-Z][A-Za-z0-9]*(?:\s*/\s*[A-Za-z0-9]+)*)\s*\)\s*$")
+_PARAM_NOTE = re.compile(r"\(\s*([A-Za-z]+\s*:[^()]*)\)")
+
+
+class LatexError(ValueError):
+    """A chapter whose LaTeX cannot be turned into a tree; the message names file and cause."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Low-level scanning: brace groups and comments
+# ---------------------------------------------------------------------------------------------
+
+
+def _escaped(text: str, pos: int) -> bool:
+    """True when text[pos] is preceded by an odd number of backslashes."""
+    count = 0
+    pos -= 1
+    while pos >= 0 and text[pos] == "\\":
+        count += 1
+        pos -= 1
+    return count % 2 == 1
+
+
+def matching_brace(text: str, open_pos: int) -> int:
+    """Index of the brace closing the group opened at ``open_pos``; -1 when it never closes."""
+    depth = 0
+    for pos in range(open_pos, len(text)):
+        char = text[pos]
+        if char in "{}" and _escaped(text, pos):
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return pos
+    return -1
+
+
+def read_group(text: str, pos: int, *, skip_space: bool = True) -> tuple[str, int] | None:
+    """Read one ``{...}`` argument at ``pos`` (after optional whitespace): (content, end)."""
+    start = pos
+    if skip_space:
+        while start < len(text) and text[start] in " \t\r\n":
+            start += 1
+    if start >= len(text) or text[start] != "{":
+        return None
+    end = matching_brace(text, start)
+    if end < 0:
+        return None
+    return text[start + 1 : end], end + 1
+
+
+def read_optional(text: str, pos: int) -> tuple[str | None, int]:
+    """Read an optional ``[...]`` argument (brace-aware) at ``pos``; (None, pos) when absent."""
+    start = pos
+    while start < len(text) and text[start] in " \t":
+        start += 1
+    if start >= len(text) or text[start] != "[":
+        return None, pos
+    depth = 0
+    for cur in range(start + 1, len(text)):
+        char = text[cur]
+        if char == "{" and not _escaped(text, cur):
+            depth += 1
+        elif char == "}" and not _escaped(text, cur):
+            depth -= 1
+        elif char == "]" and depth == 0:
+            return text[start + 1 : cur], cur + 1
+    return None, pos
+
+
+_VERBATIM_SPAN = re.compile(r"\\begin\{(" + "|".join(VERBATIM_ENVIRONMENTS) + r")\}.*?\\end\{\1\}", re.DOTALL)
+
+
+def strip_comments(text: str) -> str:
+    """Remove ``%`` comments (and the line end they swallow) outside verbatim listings.
+
+    Done before anything else: commented-out examples otherwise look like real includes,
+    registers and macro definitions.
+    """
+    out: list[str] = []
+    last = 0
+    for match in _VERBATIM_SPAN.finditer(text):
+        out.append(_strip_comments_plain(text[last : match.start()]))
+        out.append(match.group(0))
+        last = match.end()
+    out.append(_strip_comments_plain(text[last:]))
+    return "".join(out)
+
+
+def _strip_comments_plain(text: str) -> str:
+    pieces: list[str] = []
+    for line in text.splitlines(keepends=True):
+        content = line.rstrip("\r\n")
+        cut = _comment_start(content)
+        if cut < 0:
+            pieces.append(line)
+        elif content[:cut].strip():
+            pieces.append(content[:cut])  # TeX swallows the line end after a comment
+    return "".join(pieces)
+
+
+def _comment_start(line: str) -> int:
+    pos = line.find("%")
+    while pos >= 0:
+        if not _escaped(line, pos):
+            return pos
+        pos = line.find("%", pos + 1)
+    return -1
+
+
+# ---------------------------------------------------------------------------------------------
+# Include expansion
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class IncludeProblem:
+    """An include that could not be followed, with the file that asked for it."""
+
+    source: str
+    target: str
+    reason: str
+
+
+class IncludeResolver:
+    """Find an included file the way a TeX run would, forgiving name case on Linux.
+
+    Include names do not always match the file's case (``09-eFuse-reg__EN`` names
+    ``09-EFUSE-reg__EN.tex``); a case-insensitive file system hides this, so when the exact
+    name is absent the directory is searched case-insensitively.
+    """
+
+    def __init__(self, search_dirs: Iterable[Path]):
+        self.search_dirs = [d for d in search_dirs if d.is_dir()]
+        self.case_fixed: list[tuple[str, Path]] = []
+        self._listings: dict[Path, dict[str, str]] = {}
+
+    def _listing(self, directory: Path) -> dict[str, str]:
+        if directory not in self._listings:
+            try:
+                names = [p.name for p in directory.iterdir()]
+            except OSError:
+                names = []
+            self._listings[directory] = {n.lower(): n for n in names}
+        return self._listings[directory]
+
+    def resolve(self, target: str, base_dirs: Iterable[Path]) -> Path | None:
+        names = [target] if target.endswith((".tex", ".sty")) else [target + ".tex", target]
+        candidates = [*base_dirs, *self.search_dirs]
+        for name in names:
+            for base in candidates:
+                path = base / name
+                if path.is_file():
+                    return path.resolve()
+        for name in names:
+            for base in candidates:
+                found = self._case_insensitive(base / name)
+                if found is not None:
+                    self.case_fixed.append((target, found))
+                    return found
+        return None
+
+    def _case_insensitive(self, path: Path) -> Path | None:
+        current = Path(path.anchor) if path.is_absolute() else Path(".")
+        parts = path.parts[1:] if path.is_absolute() else path.parts
+        for part in parts:
+            if part in (".", ""):
+                continue
+            if part == "..":
+                current = current.parent
+                continue
+            actual = self._listing(current).get(part.lower())
+            if actual is None:
+                return None
+            current = current / actual
+        return current.resolve() if current.is_file() else None
+
+
+_PATH_MACRO_DEF = re.compile(
+    r"\\(?:def\s*\\(?P<d>[A-Za-z]+)|(?:re)?newcommand\s*\{?\\(?P<n>[A-Za-z]+)\}?)\s*\{(?P<body>[^{}\\]*)\}"
+)
+_INCLUDE = re.compile(r"\\(" + "|".join(INCLUDE_COMMANDS) + r")(?![A-Za-z])\s*\{")
+_DOCUMENT = re.compile(r"\\begin\{document\}(.*?)(?:\\end\{document\}|\Z)", re.DOTALL)
+_IFGLOBAL = re.compile(r"\\ifglobal(?![A-Za-z])(.*?)(?:\\else(?![A-Za-z])(.*?))?\\fi(?![A-Za-z])", re.DOTALL)
+
+
+@dataclass
+class ExpandContext:
+    """State of one chapter expansion: the tags in force, path macros seen so far, problems."""
+
+    tags: frozenset[str]
+    resolver: IncludeResolver
+    root_dir: Path
+    path_macros: dict[str, str] = field(default_factory=dict)
+    problems: list[IncludeProblem] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+
+
+def document_body(text: str) -> str:
+    """The part a subfile contributes: its document body, or all of it when it has none."""
+    match = _DOCUMENT.search(text)
+    return match.group(1) if match else text
+
+
+def select_global_branch(text: str) -> str:
+    """Chapters test ``\\ifglobal`` to add stand-alone front matter; the manual takes the if-branch."""
+    return _IFGLOBAL.sub(lambda m: m.group(1), text)
+
+
+def expand_file(path: Path, ctx: ExpandContext, stack: tuple[Path, ...] = ()) -> str:
+    """Comment-stripped, tag-evaluated text of ``path`` with its includes expanded in place."""
+    path = path.resolve()
+    if path in stack:
+        ctx.problems.append(IncludeProblem(str(stack[-1]), str(path), "include cycle"))
+        return ""
+    if len(stack) >= MAX_INCLUDE_DEPTH:
+        ctx.problems.append(IncludeProblem(str(stack[-1]), str(path), "include depth limit"))
+        return ""
+    ctx.files.append(path)
+    raw = path.read_text(encoding="utf-8", errors="replace")
+    text = strip_comments(raw)
+    for match in _PATH_MACRO_DEF.finditer(text):
+        name = match.group("d") or match.group("n")
+        body = match.group("body").strip()
+        if "/" in body or body.startswith("."):
+            ctx.path_macros[name] = body
+    text = select_global_branch(document_body(text))
+    text = evaluate_tags(text, ctx.tags)
+    return _expand_includes(text, path, ctx, (*stack, path))
+
+
+def _expand_includes(text: str, current: Path, ctx: ExpandContext, stack: tuple[Path, ...]) -> str:
+    out: list[str] = []
+    pos = 0
+    while True:
+        match = _INCLUDE.search(text, pos)
+        if match is None:
+            out.append(text[pos:])
+            return "".join(out)
+        group = read_group(text, match.end() - 1, skip_space=False)
+        if group is None:
+            out.append(text[pos : match.end()])
+            pos = match.end()
+            continue
+        target_raw, end = group
+        out.append(text[pos : match.start()])
+        target = _expand_path_macros(target_raw, ctx.path_macros).strip()
+        found = ctx.resolver.resolve(target, [ctx.root_dir, current.parent])
+        if found is None:
+            ctx.problems.append(IncludeProblem(str(current), target, "file not found"))
+        elif found.suffix == ".tex":
+            out.append("\n" + expand_file(found, ctx, stack) + "\n")
+        pos = end
+
+
+def _expand_path_macros(target: str, macros: dict[str, str]) -> str:
+    def replace(match: re.Match[str]) -> str:
+        return macros.get(match.group(1), match.group(0))
+
+    previous = None
+    while previous != target:
+        previous = target
+        target = re.sub(r"\\([A-Za-z]+)(?:\{\})?", replace, target)
+    return target
+
+
+# ---------------------------------------------------------------------------------------------
+# Tag conditionals (the ``tagging`` package)
+# ---------------------------------------------------------------------------------------------
+
+_TAG_COMMAND = re.compile(r"\\(iftagged|tagged|untagged)(?![A-Za-z])")
+
+
+def evaluate_tags(text: str, tags: frozenset[str]) -> str:
+    """Replace every ``\\iftagged{T}{yes}{no}``, ``\\tagged{T}{x}``, ``\\untagged{T}{x}`` by its
+    selected branch for the manual's tags, innermost content evaluated too.
+
+    Working on text (before environments are matched) is what makes branches holding an
+    unbalanced ``\\begin{register}`` safe: only the chosen branch survives.
+    """
+    out: list[str] = []
+    pos = 0
+    while True:
+        match = _TAG_COMMAND.search(text, pos)
+        if match is None:
+            out.append(text[pos:])
+            return "".join(out)
+        out.append(text[pos : match.start()])
+        kind = match.group(1)
+        tag_arg = read_group(text, match.end())
+        first = read_group(text, tag_arg[1]) if tag_arg else None
+        second = read_group(text, first[1]) if first and kind == "iftagged" else None
+        if tag_arg is None or first is None or (kind == "iftagged" and second is None):
+            # malformed: drop the command name only, keep the text visible
+            pos = match.end()
+            continue
+        active = bool({t.strip() for t in tag_arg[0].split(",") if t.strip()} & tags)
+        if kind == "iftagged":
+            chosen, end = (first[0] if active else second[0]), second[1]
+        elif kind == "tagged":
+            chosen, end = (first[0] if active else ""), first[1]
+        else:
+            chosen, end = ("" if active else first[0]), first[1]
+        # nested conditionals inside the chosen branch are evaluated as well
+        out.append(evaluate_tags(chosen, tags))
+        pos = end
+
+
+# ---------------------------------------------------------------------------------------------
+# User macros (\newcommand, \def)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Macro:
+    """A user macro: its argument count and body, expanded textually before parsing."""
+
+    nargs: int
+    body: str
+
+
+_DEFINITION = re.compile(
+    r"\\(?:(?:new|renew|provide)command\*?\s*(?:\{\s*\\(?P<n1>[A-Za-z]+)\s*\}|\\(?P<n2>[A-Za-z]+))"
+    r"|def\s*\\(?P<n3>[A-Za-z]+)(?P<params>(?:#\d)*))"
+)
+
+
+def extract_definitions(text: str) -> tuple[str, dict[str, Macro]]:
+    """Cut every ``\\newcommand``/``\\def`` out of ``text`` and return the macros they define.
+
+    A body may open an environment that its use site closes later (a table header macro opening
+    ``longtable``); left in place it makes the definition look like content and swallows the
+    rest of the chapter, so definitions are removed and their uses expanded instead.
+    """
+    macros: dict[str, Macro] = {}
+    out: list[str] = []
+    pos = 0
+    while True:
+        match = _DEFINITION.search(text, pos)
+        if match is None:
+            out.append(text[pos:])
+            return "".join(out), macros
+        name = match.group("n1") or match.group("n2") or match.group("n3")
+        cursor = match.end()
+        nargs = len(match.group("params") or "") // 2
+        if match.group("n3") is None:
+            count, cursor = read_optional(text, cursor)
+            if count is not None and count.strip().isdigit():
+                nargs = int(count.strip())
+            _default, cursor = read_optional(text, cursor)
+        body = read_group(text, cursor)
+        if body is None:
+            out.append(text[pos : match.end()])
+            pos = match.end()
+            continue
+        out.append(text[pos : match.start()])
+        macros[name] = Macro(nargs, body[0])
+        pos = body[1]
+
+
+def expand_macros(text: str, macros: dict[str, Macro]) -> str:
+    """Replace uses of ``macros`` by their bodies (arguments substituted) until none is left."""
+    if not macros:
+        return text
+    names = sorted(macros, key=len, reverse=True)
+    pattern = re.compile(r"\\(" + "|".join(map(re.escape, names)) + r")(?![A-Za-z])")
+    for _ in range(MAX_MACRO_PASSES):
+        out: list[str] = []
+        pos = 0
+        changed = False
+        for match in pattern.finditer(text):
+            if match.start() < pos:
+                continue
+            macro = macros[match.group(1)]
+            cursor = match.end()
+            body = macro.body
+            for index in range(1, macro.nargs + 1):
+                arg = read_group(text, cursor)
+                if arg is None:
+                    break
+                body = body.replace(f"#{index}", arg[0])
+                cursor = arg[1]
+            out.append(text[pos : match.start()])
+            out.append(body)
+            if cursor < len(text) and text[cursor : cursor + 2] == "{}":
+                cursor += 2  # ``\chipname{}`` keeps a following space in TeX; the braces go
+            pos = cursor
+            changed = True
+        out.append(text[pos:])
+        text = "".join(out)
+        if not changed:
+            break
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# LaTeX fragments to plain text (pylatexenc with the TRM's own macros declared)
+# ---------------------------------------------------------------------------------------------
+
+
+def _last_arg_text(node: latexwalker.LatexMacroNode, l2tobj: LatexNodes2Text) -> str:
+    args = [a for a in (node.nodeargd.argnlist if node.nodeargd else []) if a is not None]
+    return l2tobj.nodelist_to_text([args[-1]]) if args else ""
+
+
+def _ref_text(node: latexwalker.LatexMacroNode, l2tobj: LatexNodes2Text) -> str:
+    args = [a for a in (node.nodeargd.argnlist if node.nodeargd else []) if a is not None]
+    if not args:
+        return ""
+    label = args[-1].latex_verbatim().strip("{}")
+    return label.split(":", 1)[-1]
+
+
+# (name, walker argument spec, text rendering) for macros the default context gets wrong
+_TRM_MACROS: tuple[tuple[str, str, str | Callable | None], ...] = (
+    ("label", "{", ""),
+    ("hypertarget", "{{", _last_arg_text),
+    ("hyperref", "[{", _last_arg_text),
+    ("href", "{{", _last_arg_text),
+    ("url", "{", _last_arg_text),
+    ("ref", "{", _ref_text),
+    ("nameref", "{", _ref_text),
+    ("autoref", "{", _ref_text),
+    ("pageref", "{", ""),
+    ("textcolor", "{{", _last_arg_text),
+    ("color", "{", ""),
+    ("colorbox", "{{", _last_arg_text),
+    ("rowcolor", "[{", ""),
+    ("cellcolor", "[{", ""),
+    ("rotatebox", "[{{", _last_arg_text),
+    ("multicolumn", "{{{", _last_arg_text),
+    ("multirow", "[{[{", _last_arg_text),
+    ("makecell", "[{", _last_arg_text),
+    ("includegraphics", "[{", ""),
+    ("vspace", "*{", ""),
+    ("hspace", "*{", ""),
+    ("caption", "[{", None),
+    ("footnote", "[{", " (%(2)s)"),
+    ("todo", "[{", ""),
+    ("hexprefix", "", "0x"),
+    ("regindex", "{", _last_arg_text),
+    ("mkern", "", ""),
+    ("cline", "{", ""),
+    ("hline", "", ""),
+    ("toprule", "", ""),
+    ("midrule", "", ""),
+    ("bottomrule", "", ""),
+    ("newline", "", "\n"),
+    ("linebreak", "", "\n"),
+    ("addtocounter", "{{", ""),
+    ("setcounter", "{{", ""),
+    ("reglabel", "{", ""),
+    ("regnewline", "", ""),
+    ("clearpage", "", ""),
+    ("newpage", "", ""),
+    ("bytefieldsetup", "{", ""),
+    ("insertTableNotes", "", ""),
+)
+
+
+@cache
+def _converter() -> tuple[latexwalker.LatexContextDb, LatexNodes2Text]:
+    walker_db = latexwalker.get_default_latex_context_db()
+    walker_db.add_context_category(
+        "trm", prepend=True, macros=[macrospec.MacroSpec(name, spec) for name, spec, _ in _TRM_MACROS]
+    )
+    text_db = get_default_latex_context_db()
+    text_specs = [
+        MacroTextSpec(name, simplify_repl=rendering)
+        for name, _spec, rendering in _TRM_MACROS
+        if rendering is not None
+    ]
+    text_db.add_context_category("trm", prepend=True, macros=text_specs)
+    return walker_db, LatexNodes2Text(latex_context=text_db, math_mode="text", strict_latex_spaces=False)
+
+
+def latex_to_text(fragment: str) -> str:
+    """Plain text of a LaTeX fragment, line breaks kept, runs of spaces collapsed."""
+    if not fragment.strip():
+        return ""
+    walker_db, l2t = _converter()
+    walker = latexwalker.LatexWalker(fragment, latex_context=walker_db, tolerant_parsing=True)
+    nodes, _pos, _len = walker.get_latex_nodes()
+    text = l2t.nodelist_to_text(nodes).replace("\xa0", " ")
+    lines = [re.sub(r"[ \t]+", " ", line).strip() for line in text.split("\n")]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def identifiers(text: str) -> list[str]:
+    """UPPER_SNAKE identifiers (register, field, signal names) a text mentions."""
+    return list(dict.fromkeys(_IDENTIFIER.findall(text)))
+
+
+_FORMAT_WRAPPER = re.compile(
+    r"\\(?:textit|textbf|texttt|textrm|textsf|emph|regindex|mbox|text|textnormal|underline)\s*\{"
+)
+
+
+def plain_identifier(latex: str) -> str:
+    """A register or field name as the manual prints it: ``AES\\_KEY\\_\\regindex{n}\\_REG`` ->
+    ``AES_KEY_n_REG``, colours, rotation and font switches removed, on one line."""
+    text = latex
+    text = re.sub(r"\\rotatebox\s*(?:\[[^\]]*\])?\s*\{[^{}]*\}", "", text)
+    text = re.sub(r"\\textcolor\s*\{[^{}]*\}", "", text)
+    text = re.sub(r"\\color\s*\{[^{}]*\}", "", text)
+    text = re.sub(r"\\hexprefix\s*(?:\{\})?", "0x", text)
+    text = _FORMAT_WRAPPER.sub("{", text)
+    text = re.sub(r"\\(?:it|bf|tt|rm|sf|em|small|footnotesize|scriptsize)(?![A-Za-z])\s*", "", text)
+    text = re.sub(r"\\([_&#%$])", r"\1", text)
+    text = re.sub(r"\\(?:hspace|vspace)\*?\s*\{[^{}]*\}", "", text)
+    text = text.replace("\\\\", " ").replace("~", " ")
+    if "\\" in text:
+        text = latex_to_text(text)
+    text = text.replace("{", "").replace("}", "").replace("$", "")
+    return re.sub(r"\s+", " ", text).strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# Registers
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RegField:
+    """One bitfield: name, bit range, reset value (None when the manual leaves it open)."""
+
+    name: str
+    msb: int
+    lsb: int
+    reset: int | None
+    reset_text: str
+    access: str = ""
+    description: str = ""
+
+
+@dataclass
+class Register:
+    """One register, possibly assembled from several continued ``register`` environments."""
+
+    name: str
+    param_note: str
+    address: str
+    fields: list[RegField] = field(default_factory=list)
+    descriptions: dict[str, tuple[str, str]] = field(default_factory=dict)
+    block: Block | None = None
+
+    @property
+    def symbol_refs(self) -> list[str]:
+        names = [self.name] + [f.name for f in self.fields] + list(self.descriptions)
+        return [n for n in dict.fromkeys(names) if n and n != "(reserved)" and " " not in n]
+
+    def reset_value(self) -> int | None:
+        if not self.fields or any(f.reset is None for f in self.fields):
+            return None
+        return sum(f.reset << f.lsb for f in self.fields)
+
+    def render(self) -> str:
+        """The register-format contract (notes/REGISTER_FORMAT.md): one block, name line first."""
+        head = f"Register {self.name}" + (f" ({self.param_note})" if self.param_note else "")
+        reset = self.reset_value()
+        lines = [
+            head,
+            f"Address: {self.address}",
+            f"Reset value: 0x{reset:08X}" if reset is not None else "Reset value: see fields",
+            "Fields:",
+        ]
+        described: set[str] = set()
+        for fld in self.fields:
+            access, description = self._describe(fld.name)
+            if description or access:
+                described.add(self._description_key(fld.name) or fld.name)
+            bits = f"[{fld.msb}]" if fld.msb == fld.lsb else f"[{fld.msb}:{fld.lsb}]"
+            reset = f"0x{fld.reset:X}" if fld.reset is not None else (fld.reset_text or "unknown")
+            line = f"- {fld.name} {bits}" + (f" ({access})" if access else "") + f" reset {reset}"
+            lines.append(line + (f": {description}" if description else ""))
+        for name, (access, description) in self.descriptions.items():
+            if name not in described and not any(self._matches(name, f.name) for f in self.fields):
+                lines.append(f"- {name}" + (f" ({access})" if access else "") + f": {description}")
+        return "\n".join(lines)
+
+    def _description_key(self, field_name: str) -> str | None:
+        if field_name in self.descriptions:
+            return field_name
+        for name in self.descriptions:
+            if self._matches(name, field_name):
+                return name
+        return None
+
+    def _describe(self, field_name: str) -> tuple[str, str]:
+        key = self._description_key(field_name)
+        return self.descriptions[key] if key else ("", "")
+
+    @staticmethod
+    def _matches(described: str, field_name: str) -> bool:
+        """``PCNT_CNT_PAUSE_Un`` describes ``PCNT_CNT_PAUSE_U7``: a lone lower-case letter
+        inside an upper-case name is an index placeholder."""
+        if described == field_name:
+            return True
+        pattern = re.sub(r"(?<=[A-Z0-9_])[a-z](?=[A-Z0-9_]|$)", "__IDX__", described)
+        if "__IDX__" not in pattern:
+            return False
+        regex = re.escape(pattern).replace("__IDX__", r"\d+")
+        return re.fullmatch(regex, field_name) is not None
+
+
+_REGFIELD = re.compile(r"\\regfield(?![A-Za-z])")
+
+
+def parse_reset(raw: str, width: int) -> tuple[int | None, str]:
+    """A field's reset value from the ``\\regfield`` reset argument.
+
+    ``{0101}`` (no inner braces) lists one bit per character, MSB first; ``{{V}}`` prints V as
+    written: hex with ``0x``/``\\hexprefix{}``, Verilog ``1'b1``, else decimal (binary when the
+    digits are all 0/1, exactly the field width, and too large to be decimal).
+    """
+    text = raw.strip()
+    inner = text[1:-1].strip() if text.startswith("{") and text.endswith("}") else None
+    if inner is None:
+        bits = text.replace(" ", "")
+        if bits and set(bits) <= {"0", "1"}:
+            return int(bits, 2), f"0b{bits}"
+        return None, plain_identifier(text) or "unknown"
+    value = plain_identifier(inner).replace(" ", "")
+    verilog = re.fullmatch(r"\d*'([bdhBDH])([0-9a-fA-F_]+)", value)
+    if verilog:
+        base = {"b": 2, "d": 10, "h": 16}[verilog.group(1).lower()]
+        return int(verilog.group(2).replace("_", ""), base), value
+    if re.fullmatch(r"0[xX][0-9a-fA-F]+", value):
+        return int(value, 16), value
+    if re.fullmatch(r"\d+", value):
+        number = int(value)
+        if number >= 1 << width and set(value) <= {"0", "1"} and len(value) == width:
+            return int(value, 2), value
+        return number, value
+    return None, value or "unknown"
+
+
+def _parse_register_header(env_text: str) -> tuple[str, str, str, int] | None:
+    """(name, parameter note, address, end of header) of ``{H}{NAME}{ADDR}`` after the begin."""
+    placement = read_group(env_text, 0)
+    if placement is None:
+        return None
+    name_group = read_group(env_text, placement[1])
+    if name_group is None:
+        return None
+    addr_group = read_group(env_text, name_group[1])
+    address_latex, end = (addr_group[0], addr_group[1]) if addr_group else ("", name_group[1])
+    raw_name = plain_identifier(name_group[0])
+    note = ""
+    note_match = _PARAM_NOTE.search(raw_name)
+    if note_match:
+        note = re.sub(r"\s*:\s*", ": ", note_match.group(1).strip())
+        raw_name = raw_name[: note_match.start()] + raw_name[note_match.end() :]
+    name = re.sub(r"\s+", "", raw_name)
+    return name, note, render_address(address_latex), end
+
+
+def render_address(latex: str) -> str:
+    """The address as written: ``0x{}0060``/``\\hexprefix{}0060`` -> ``0x0060``, case and digit
+    count kept, parameterised offsets (``0x0000+4*\\regindex{n}``) with the LaTeX removed."""
+    text = latex.replace("{}", "")
+    text = plain_identifier(text)
+    return re.sub(r"\s+", " ", text).strip() or "unknown"
+
+
+def _parse_fields(body: str) -> list[RegField]:
+    fields: list[RegField] = []
+    for match in _REGFIELD.finditer(body):
+        name = read_group(body, match.end())
+        width = read_group(body, name[1]) if name else None
+        lsb = read_group(body, width[1]) if width else None
+        reset = read_group(body, lsb[1]) if lsb else None
+        if not (name and width and lsb and reset):
+            continue
+        try:
+            width_bits, low = int(plain_identifier(width[0])), int(plain_identifier(lsb[0]))
+        except ValueError:
+            continue
+        value, value_text = parse_reset(reset[0], width_bits)
+        fields.append(
+            RegField(
+                name=re.sub(r"\s+", "", plain_identifier(name[0])) or "(unnamed)",
+                msb=low + width_bits - 1,
+                lsb=low,
+                reset=value,
+                reset_text=value_text,
+            )
+        )
+    return fields
+
+
+_ITEM = re.compile(r"\\item(?![A-Za-z])")
+_CONTINUATION_ITEM = re.compile(r"^Continued (from|on) ", re.IGNORECASE)
+
+
+def _parse_descriptions(body: str) -> dict[str, tuple[str, str]]:
+    """Field name -> (access, description) from the ``reglist`` items."""
+    start = body.find("\\begin{reglist}")
+    stop = body.rfind("\\end{reglist}")
+    if start < 0:
+        return {}
+    listing = body[start + len("\\begin{reglist}") : stop if stop > start else len(body)]
+    descriptions: dict[str, tuple[str, str]] = {}
+    positions = [m.start() for m in _ITEM.finditer(listing)] + [len(listing)]
+    for begin, end in pairwise(positions):
+        item = listing[begin + len("\\item") : end]
+        label, after = read_optional(item, 0)
+        if label is None:
+            continue
+        name = re.sub(r"\s+", "", plain_identifier(label))
+        if not name or _CONTINUATION_ITEM.match(plain_identifier(label)):
+            continue
+        text = item[after:].replace("\\\\", "\n")
+        text = latex_to_text(text)
+        segments = [s.strip() for s in text.split("\n") if s.strip()]
+        description = _join_segments(segments)
+        access = ""
+        access_match = _ACCESS_SUFFIX.search(description)
+        if access_match:
+            access = re.sub(r"\s+", "", access_match.group(1))
+            description = description[: access_match.start()].rstrip()
+        descriptions[name] = (access, description)
+    return descriptions
+
+
+def _join_segments(segments: list[str]) -> str:
+    """One line from a multi-line description: ``0: Disable\\\\ 1: Enable`` -> ``0: Disable; 1: Enable``."""
+    out = ""
+    for segment in segments:
+        if not out:
+            out = segment
+        elif out.endswith((".", ":", ";", ",")) or segment.startswith("("):
+            out += " " + segment
+        else:
+            out += "; " + segment
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables and listings
+# ---------------------------------------------------------------------------------------------
+
+_LONGTABLE_MARKERS = re.compile(r"\\(endfirsthead|endhead|endfoot|endlastfoot)(?![A-Za-z])")
+_ENV_TOKEN = re.compile(r"\\(begin|end)\{([^{}]+)\}")
+
+
+def _split_top_level(text: str, separator: str) -> list[str]:
+    """Split on ``separator`` outside braces and nested environments (``\\&`` is not a cell break)."""
+    parts: list[str] = []
+    depth = 0
+    env_depth = 0
+    current = 0
+    pos = 0
+    while pos < len(text):
+        char = text[pos]
+        if char == "\\":
+            if text.startswith("\\begin{", pos):
+                env_depth += 1
+            elif text.startswith("\\end{", pos):
+                env_depth = max(0, env_depth - 1)
+            if separator == "\\\\" and text.startswith("\\\\", pos) and depth == 0 and env_depth == 0:
+                parts.append(text[current:pos])
+                pos += 2
+                optional, after = read_optional(text, pos)
+                pos = after if optional is not None else pos
+                current = pos
+                continue
+            pos += 2
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth = max(0, depth - 1)
+        elif separator == "&" and char == "&" and depth == 0 and env_depth == 0:
+            parts.append(text[current:pos])
+            current = pos + 1
+        pos += 1
+    parts.append(text[current:])
+    return parts
+
+
+def render_table(body: str) -> list[str]:
+    """Table rows as lines, cells separated by `` | ``; longtable's repeated head/foot dropped."""
+    body = body.replace("\\tabularnewline", "\\\\")
+    pieces = _LONGTABLE_MARKERS.split(body)
+    if len(pieces) > 1:
+        # pieces: content, marker, content, marker, ...; keep the first head and the body
+        kept = [pieces[0]] if "endfirsthead" in pieces[1::2] or pieces[1] == "endhead" else []
+        kept.append(pieces[-1])
+        body = "\n".join(kept)
+    lines: list[str] = []
+    caption = re.search(r"\\caption\s*(?:\[[^\]]*\])?\s*\{", body)
+    if caption:
+        group = read_group(body, caption.end() - 1, skip_space=False)
+        if group:
+            lines.append("Table: " + latex_to_text(group[0]).replace("\n", " "))
+            body = body[: caption.start()] + body[group[1] :]
+    for row in _split_top_level(body, "\\\\"):
+        cells = [latex_to_text(cell).replace("\n", " ").strip() for cell in _split_top_level(row, "&")]
+        if any(cells):
+            lines.append(" | ".join(cells))
+    return lines
+
+
+def _table_body_start(text: str, env: str, pos: int) -> int:
+    """Skip the column specification (and width argument) after ``\\begin{env}``."""
+    _opt, pos = read_optional(text, pos)
+    groups = 2 if env in ("tabular*", "tabularx", "tabulary") else 1
+    for _ in range(groups):
+        group = read_group(text, pos)
+        if group is None:
+            break
+        pos = group[1]
+    return pos
+
+
+def _environment_end(text: str, env: str, start: int) -> tuple[int, int]:
+    """(content end, after ``\\end{env}``) for an environment whose content starts at ``start``;
+    same-name environments nest. An unclosed environment ends the text (and is reported)."""
+    depth = 1
+    begin_token, end_token = f"\\begin{{{env}}}", f"\\end{{{env}}}"
+    pos = start
+    while True:
+        next_end = text.find(end_token, pos)
+        next_begin = text.find(begin_token, pos)
+        if next_end < 0:
+            return len(text), len(text)
+        if 0 <= next_begin < next_end:
+            depth += 1
+            pos = next_begin + len(begin_token)
+            continue
+        depth -= 1
+        if depth == 0:
+            return next_end, next_end + len(end_token)
+        pos = next_end + len(end_token)
+
+
+# ---------------------------------------------------------------------------------------------
+# Chapter tree
+# ---------------------------------------------------------------------------------------------
+
+_STRUCTURE = re.compile(
+    r"\\(?P<sec>chapter|section|subsection|subsubsection)\*?(?![A-Za-z])"
+    r"|\\begin\{(?P<env>register|lstlisting|verbatim|"
+    + "|".join(re.escape(e) for e in TABLE_ENVIRONMENTS)
+    + r")\}"
+    r"|\\addtocounter\{Regfloat\}\{-1\}"
+)
+_WRAPPER = re.compile(
+    r"\\(?:begin|end)\{(?:" + "|".join(re.escape(e) for e in WRAPPER_ENVIRONMENTS) + r")\}(?:\[[^\]]*\])?"
+)
+
+
+@dataclass
+class ChapterTree:
+    """A parsed chapter: its heading tree, registers in document order, and what went wrong."""
+
+    title: str
+    root: Section
+    registers: list[Register]
+    warnings: list[str] = field(default_factory=list)
+
+
+def build_tree(text: str, fallback_title: str) -> ChapterTree:
+    """Cut fully expanded chapter text into sections holding prose, table, listing and register blocks."""
+    root = Section(title=fallback_title)
+    stack: list[tuple[int, Section]] = [(-1, root)]
+    registers: list[Register] = []
+    warnings: list[str] = []
+    continuation = False
+    title_seen = False
+    pos = 0
+
+    def add_prose(fragment: str) -> None:
+        fragment = _WRAPPER.sub("\n", fragment)
+        converted = latex_to_text(fragment)
+        for paragraph in re.split(r"\n\s*\n", converted):
+            if paragraph.strip():
+                stack[-1][1].blocks.append(Block(paragraph.strip(), symbol_refs=identifiers(paragraph)))
+
+    while True:
+        match = _STRUCTURE.search(text, pos)
+        if match is None:
+            add_prose(text[pos:])
+            break
+        add_prose(text[pos : match.start()])
+        if match.group("sec"):
+            level = SECTION_LEVELS[match.group("sec")]
+            _short, cursor = read_optional(text, match.end())
+            group = read_group(text, cursor)
+            if group is None:
+                pos = match.end()
+                continue
+            title = latex_to_text(group[0]).replace("\n", " ").strip()
+            pos = group[1]
+            if level == 0:
+                if not title_seen:
+                    root.title = title or fallback_title
+                    title_seen = True
+                    continue
+                level = 1  # a second \chapter in one root reads as a top-level part of it
+            while stack[-1][0] >= level:
+                stack.pop()
+            section = Section(title=title)
+            stack[-1][1].children.append(section)
+            stack.append((level, section))
+            continue
+        if match.group("env") is None:  # \addtocounter{Regfloat}{-1}: next register continues
+            continuation = True
+            pos = match.end()
+            continue
+        env = match.group("env")
+        if env == "register":
+            pos = _take_register(text, match.end(), stack[-1][1], registers, continuation, warnings)
+            continuation = False
+        elif env in VERBATIM_ENVIRONMENTS:
+            _opt, start = read_optional(text, match.end())
+            stop, pos = _environment_end(text, env, start)
+            listing = text[start:stop].strip("\n")
+            if stop == len(text):
+                warnings.append(f"unclosed {env} ran to the end of the chapter")
+            if listing.strip():
+                stack[-1][1].blocks.append(Block(listing, symbol_refs=identifiers(listing)))
+        else:
+            start = _table_body_start(text, env, match.end())
+            stop, pos = _environment_end(text, env, start)
+            if stop == len(text):
+                warnings.append(f"unclosed {env} ran to the end of the chapter")
+            rows = render_table(text[start:stop])
+            if rows:
+                table_text = "\n".join(rows)
+                stack[-1][1].blocks.append(Block(table_text, symbol_refs=identifiers(table_text)))
+    for register in registers:
+        if register.block is not None:
+            register.block.text = register.render()
+            register.block.symbol_refs = register.symbol_refs
+    return ChapterTree(title=root.title, root=root, registers=registers, warnings=warnings)
+
+
+def _take_register(
+    text: str,
+    start: int,
+    section: Section,
+    registers: list[Register],
+    continuation: bool,
+    warnings: list[str],
+) -> int:
+    """Parse the register environment starting at ``start``; return where scanning resumes.
+
+    A register ends at its ``\\end{register}``, or at the next ``\\begin{register}`` when a
+    tag branch left it unbalanced: never later, so a stray begin cannot swallow the chapter.
+    """
+    end_at = text.find("\\end{register}", start)
+    next_begin = text.find("\\begin{register}", start)
+    if end_at < 0 or 0 <= next_begin < end_at:
+        stop = next_begin if next_begin >= 0 else len(text)
+        resume = stop
+        warnings.append("register environment without its \\end{register}")
+    else:
+        stop, resume = end_at, end_at + len("\\end{register}")
+    env_text = text[start:stop]
+    header = _parse_register_header(env_text)
+    if header is None:
+        warnings.append("register environment without a name/address header")
+        return resume
+    name, note, address, header_end = header
+    body = env_text[header_end:]
+    fields = _parse_fields(body)
+    descriptions = _parse_descriptions(body)
+    previous = registers[-1] if registers else None
+    is_continued = (
+        previous is not None
+        and previous.name == name
+        and (continuation or "Continued from the previous page" in body)
+    )
+    if is_continued and previous is not None:
+        previous.fields.extend(fields)
+        for key, value in descriptions.items():
+            previous.descriptions.setdefault(key, value)
+        return resume
+    register = Register(name=name, param_note=note, address=address, fields=fields, descriptions=descriptions)
+    register.block = Block("", atomic=True)
+    section.blocks.append(register.block)
+    registers.append(register)
+    return resume
+
+
+# ---------------------------------------------------------------------------------------------
+# One chapter end to end
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ParsedChapter:
+    """A chapter root parsed for one manual (chip + tags)."""
+
+    root: Path
+    tree: ChapterTree
+    include_problems: list[IncludeProblem]
+    case_fixed_includes: list[tuple[str, Path]]
+    files: list[Path]
+
+
+def search_dirs(trm_root: Path, chip_dir: Path) -> list[Path]:
+    """Where TeX finds shared inputs: the chip folder, its chip-spec content, the shared folders."""
+    dirs = [chip_dir, chip_dir / "00-chip-spec-content"]
+    for shared in ("00-trm-shared", "00-shared"):
+        base = trm_root / shared
+        if base.is_dir():
+            dirs.append(base)
+            dirs.extend(sorted(p for p in base.rglob("*") if p.is_dir()))
+    return dirs
+
+
+def parse_chapter(
+    root: Path,
+    trm_root: Path,
+    manual_dir: Path,
+    tags: Iterable[str],
+    builtin_macros: dict[str, str],
+) -> ParsedChapter:
+    """Expand and parse one chapter root for the manual in ``manual_dir`` with ``tags`` in force."""
+    resolver = IncludeResolver(search_dirs(trm_root, manual_dir))
+    ctx = ExpandContext(tags=frozenset(tags), resolver=resolver, root_dir=root.parent.resolve())
+    expanded = expand_file(root, ctx)
+    text, macros = extract_definitions(expanded)
+    for name, body in builtin_macros.items():
+        macros.setdefault(name, Macro(0, body))
+    text = expand_macros(text, macros)
+    tree = build_tree(text, fallback_title=root.stem)
+    return ParsedChapter(
+        root=root,
+        tree=tree,
+        include_problems=ctx.problems,
+        case_fixed_includes=resolver.case_fixed,
+        files=ctx.files,
+    )

@@ -1,0 +1,247 @@
+"""Unit tests for latex_parser: one small LaTeX input per DESIGN §4 trap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import latex_parser as lp
+
+FIXTURES = Path(__file__).parent / "fixtures" / "trm"
+
+
+def _parse(chapter: str, tags: set[str], chip_name: str = "ESP32-C3") -> lp.ParsedChapter:
+    root = FIXTURES / chapter
+    return lp.parse_chapter(root, FIXTURES, root.parent, tags, {"chipname": chip_name})
+
+
+def _register(parsed: lp.ParsedChapter, name: str) -> lp.Register:
+    matches = [r for r in parsed.tree.registers if r.name == name]
+    assert len(matches) == 1, f"{name} found {len(matches)} times"
+    return matches[0]
+
+
+# --- comments -----------------------------------------------------------------------------------
+
+
+def test_comments_are_stripped_but_escaped_percent_and_listings_survive() -> None:
+    text = "keep 100\\% this % drop \\subfile{ghost}\n% \\input{also-ghost}\nnext\n"
+    text += "\\begin{lstlisting}\nx = 1; % C comment stays\n\\end{lstlisting}\n"
+    stripped = lp.strip_comments(text)
+    assert "ghost" not in stripped
+    assert "100\\% this" in stripped
+    assert "% C comment stays" in stripped
+    assert "next" in stripped
+
+
+def test_commented_include_is_not_followed() -> None:
+    parsed = _parse("ESP32-C3/01-DEMO__EN.tex", {"ESP32-C3"})
+    assert parsed.include_problems == []
+    assert not any("ghost" in str(p) or "commented-out" in str(p) for p in parsed.files)
+
+
+# --- includes -------------------------------------------------------------------------------------
+
+
+def test_includes_follow_path_macros_recursively() -> None:
+    parsed = _parse("ESP32-C3/01-DEMO__EN.tex", {"ESP32-C3"})
+    names = {p.name for p in parsed.files}
+    assert {"01-DEMO__EN.tex", "01-DEMO-reg__EN.tex", "pin-table.tex", "glossary-reg__EN.tex"} <= names
+    assert _register(parsed, "DEMO_CONF_REG").address == "0x0060"
+
+
+def test_include_name_with_wrong_case_is_resolved_and_recorded() -> None:
+    parsed = _parse("ESP32-C3/02-CASE__EN.tex", {"ESP32-C3"})
+    assert parsed.include_problems == []
+    assert [found.name for _target, found in parsed.case_fixed_includes] == ["02-CASE-REG__EN.tex"]
+    assert _register(parsed, "CASE_HIDDEN_REG").address == "0x0010"
+
+
+def test_missing_include_is_reported_not_silently_dropped(tmp_path: Path) -> None:
+    root = tmp_path / "01-X__EN.tex"
+    root.write_text(
+        "\\begin{document}\\chapter{X}\nbefore\n\\subfile{./01-X/nowhere}\nafter\n\\end{document}\n"
+    )
+    parsed = lp.parse_chapter(root, tmp_path, tmp_path, {"ESP32-C3"}, {})
+    assert [(p.target, p.reason) for p in parsed.include_problems] == [("./01-X/nowhere", "file not found")]
+
+
+def test_include_cycle_is_cut_and_reported() -> None:
+    resolver = lp.IncludeResolver([FIXTURES / "cycle"])
+    ctx = lp.ExpandContext(tags=frozenset(), resolver=resolver, root_dir=FIXTURES / "cycle")
+    text = lp.expand_file(FIXTURES / "cycle" / "a.tex", ctx)
+    assert text.count("A starts.") == 1
+    assert "B includes A again" in text
+    assert [p.reason for p in ctx.problems] == ["include cycle"]
+
+
+# --- tags -----------------------------------------------------------------------------------------
+
+
+def test_tag_conditionals_select_branches() -> None:
+    text = r"\tagged{C3}{yes-t}\untagged{C3}{no-u}\iftagged{C6, C3}{yes-if}{no-if}\iftagged{P4}{no}{yes-else}"
+    assert lp.evaluate_tags(text, frozenset({"C3"})) == "yes-tyes-ifyes-else"
+    assert lp.evaluate_tags(text, frozenset({"P4"})) == "no-uno-ifno"
+
+
+def test_nested_tag_conditionals_are_evaluated() -> None:
+    text = r"\iftagged{A}{outer \tagged{B}{inner}}{other}"
+    assert lp.evaluate_tags(text, frozenset({"A", "B"})) == "outer inner"
+    assert lp.evaluate_tags(text, frozenset({"A"})) == "outer "
+
+
+def test_unbalanced_register_inside_tag_branches_does_not_swallow_the_file() -> None:
+    c3 = _parse("ESP32-C3/01-DEMO__EN.tex", {"ESP32-C3"})
+    c6 = _parse("ESP32-C3/01-DEMO__EN.tex", {"ESP32-C6"}, chip_name="ESP32-C6")
+    c3_names = [r.name for r in c3.tree.registers]
+    c6_names = [r.name for r in c6.tree.registers]
+    assert "DEMO_OLD_REG" in c3_names and "DEMO_NEW_REG" not in c3_names
+    assert "DEMO_NEW_REG" in c6_names and "DEMO_OLD_REG" not in c6_names
+    # the register after the tagged pair is still parsed on its own
+    assert c3_names[-1] == "DEMO_DATE_REG" and c6_names[-1] == "DEMO_DATE_REG"
+    assert c3.tree.warnings == []
+
+
+def test_stray_begin_register_ends_the_previous_register_with_a_warning() -> None:
+    text = (
+        "\\begin{register}{H}{A\\_REG}{0x0000}\\regfield{A}{32}{0}{{0}}"
+        "\\begin{register}{H}{B\\_REG}{0x0004}\\regfield{B}{32}{0}{{0}}\\end{register}\n"
+        "Prose after both registers.\n"
+    )
+    tree = lp.build_tree(text, "Chapter")
+    assert [r.name for r in tree.registers] == ["A_REG", "B_REG"]
+    assert tree.warnings == ["register environment without its \\end{register}"]
+    assert any("Prose after both registers." in b.text for b in tree.root.blocks)
+
+
+# --- registers ------------------------------------------------------------------------------------
+
+
+def test_register_renders_in_the_contract_format() -> None:
+    parsed = _parse("ESP32-C3/01-DEMO__EN.tex", {"ESP32-C3"})
+    assert _register(parsed, "DEMO_CONF_REG").render() == (
+        "Register DEMO_CONF_REG\n"
+        "Address: 0x0060\n"
+        "Reset value: 0x00000608\n"
+        "Fields:\n"
+        "- (reserved) [31:16] reset 0x0\n"
+        "- DEMO_WAIT [15:9] (R/W/SC) reset 0x3: Configures the wait time.\n"
+        "- DEMO_PERIOD [8:0] (R/W) reset 0x8: Configures the demo period. 0: Off; 1: On"
+    )
+
+
+def test_parameterised_and_wrapped_headers_render_on_one_line() -> None:
+    parsed = _parse("ESP32-C3/01-DEMO__EN.tex", {"ESP32-C3"})
+    key = _register(parsed, "DEMO_KEY_n_REG")
+    assert key.render().splitlines()[:2] == ["Register DEMO_KEY_n_REG (n: 0-7)", "Address: 0x0100+4*n"]
+    wrapped = _register(parsed, "DEMO_GENn_FORCE_REG")
+    assert wrapped.render().splitlines()[:3] == [
+        "Register DEMO_GENn_FORCE_REG (n: 0-2)",
+        "Address: 0x0048+0x38*n",
+        "Reset value: 0x00000001",
+    ]
+    assert wrapped.symbol_refs == ["DEMO_GENn_FORCE_REG", "DEMO_GENn_FORCE_EN"]
+
+
+@pytest.mark.parametrize(
+    ("latex", "expected"),
+    [
+        ("0x{}0060", "0x0060"),
+        ("\\hexprefix{}0060", "0x0060"),
+        ("0x{}048", "0x048"),
+        ("0x00b0", "0x00b0"),
+        ("0x0154+4*\\regindex{n}", "0x0154+4*n"),
+        ("0x90+0x0C*\\textit{\\textcolor{red}{\\it{n}}}", "0x90+0x0C*n"),
+    ],
+)
+def test_addresses_render_as_written(latex: str, expected: str) -> None:
+    assert lp.render_address(latex) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "width", "value"),
+    [
+        ("0000000000000000", 16, 0),
+        ("01", 2, 1),
+        ("{0x3}", 7, 3),
+        ("{8}", 9, 8),
+        ("{\\hexprefix{}01}", 13, 1),
+        ("{1'b1}", 1, 1),
+        ("{11111}", 5, 31),
+        ("{x}", 1, None),
+    ],
+)
+def test_reset_values(raw: str, width: int, value: int | None) -> None:
+    assert lp.parse_reset(raw, width)[0] == value
+
+
+def test_continued_register_is_one_register_with_all_descriptions() -> None:
+    parsed = _parse("ESP32-C3/01-DEMO__EN.tex", {"ESP32-C3"})
+    status = _register(parsed, "DEMO_STATUS_REG")
+    assert "DEMO_C6_ONLY" in status.descriptions
+    assert status.render().count("Register DEMO_STATUS_REG") == 1
+
+
+def test_indexed_description_matches_numbered_fields() -> None:
+    root = FIXTURES / "ESP32/01-PCNT__EN.tex"
+    parsed = lp.parse_chapter(root, FIXTURES, root.parent, {"ESP32"}, {"chipname": "ESP32"})
+    rendered = _register(parsed, "PCNT_CTRL_REG").render()
+    assert "- PCNT_CNT_PAUSE_U1 [1] (R/W) reset 0x0: Set this bit to freeze unit n's counter." in rendered
+    assert "Reset value: 0x00000001" in rendered
+
+
+# --- tables, macros, listings ---------------------------------------------------------------------
+
+
+def test_table_rows_keep_their_cells() -> None:
+    rows = lp.render_table("\\hline A & B \\\\ \\hline x\\_1 & a \\& b \\\\ \\hline")
+    assert rows == ["A | B", "x_1 | a & b"]
+
+
+def test_longtable_repeated_header_is_dropped_and_caption_kept() -> None:
+    body = (
+        "\\caption{Pins} \\\\ \\hline H1 & H2 \\\\ \\endfirsthead \\hline H1 & H2 \\\\ \\endhead"
+        " r1 & v1 \\\\ r2 & v2 \\\\"
+    )
+    assert lp.render_table(body) == ["Table: Pins", "H1 | H2", "r1 | v1", "r2 | v2"]
+
+
+def test_macro_whose_body_opens_an_environment_is_expanded_not_swallowed() -> None:
+    parsed = _parse("ESP32-C3/01-DEMO__EN.tex", {"ESP32-C3"})
+    texts = [b.text for b in _all_blocks(parsed.tree.root)]
+    assert "Table: Demo Pins\nPin | Function\nGPIO0 | DEMO_CLK\nGPIO1 | DEMO_DATA" in texts
+    assert any("TEXT-AFTER-MACRO-TABLE" in t for t in texts)
+
+
+def test_definitions_are_removed_and_uses_expanded() -> None:
+    source = "\\newcommand{\\two}[2]{#2-#1}\\def\\one{ONE}x \\two{a}{b} \\one{} y"
+    text, macros = lp.extract_definitions(source)
+    assert set(macros) == {"two", "one"}
+    assert lp.expand_macros(text, macros) == "x b-a ONE y"
+
+
+def test_lstlisting_body_is_kept_verbatim() -> None:
+    parsed = _parse("ESP32-C3/01-DEMO__EN.tex", {"ESP32-C3"})
+    texts = [b.text for b in _all_blocks(parsed.tree.root)]
+    assert "// 100% verbatim: \\textbf{not bold} & {braces}\nREG_WRITE(DEMO_CONF_REG, 1);" in texts
+
+
+def test_chapter_title_sections_and_chip_macro() -> None:
+    parsed = _parse("ESP32-C3/01-DEMO__EN.tex", {"ESP32-C3"})
+    assert parsed.tree.title == "Demo Controller (DEMO)"
+    assert [c.title for c in parsed.tree.root.children] == ["Overview", "Signals", "Programming", "Registers"]
+    assert parsed.tree.root.blocks[0].text == "The ESP32-C3 demo controller has 100% of the features."
+
+
+def test_table_in_prose_renders_row_by_row() -> None:
+    parsed = _parse("ESP32-C3/01-DEMO__EN.tex", {"ESP32-C3"})
+    signals = parsed.tree.root.children[1]
+    assert signals.blocks[0].text == "Signal | Meaning\nDEMO_IN | input & sampled\nDEMO_OUT | output"
+
+
+def _all_blocks(section: lp.Section) -> list[lp.Block]:
+    blocks = list(section.blocks)
+    for child in section.children:
+        blocks.extend(_all_blocks(child))
+    return blocks
