@@ -42,6 +42,7 @@ PATH_MACRO_RE = re.compile(
 TAG_COMMAND_RE = re.compile(r"\\(iftagged|tagged|untagged)(?![A-Za-z])")
 REGISTER_BEGIN_RE = re.compile(r"\\begin\s*\{register\}")
 VERBATIM_ENVS = ("lstlisting", "verbatim")
+CONDITIONAL_RE = re.compile(r"\\(if[A-Za-z]*|fi|else)(?![A-Za-z])")
 
 
 class TrmTreeError(ValueError):
@@ -169,6 +170,37 @@ def select_tags(text: str, tags: frozenset[str]) -> str:
             chosen = "" if active else args[1]
         out.append(select_tags(chosen, tags))
         pos = cursor
+
+
+def drop_iffalse(text: str) -> str:
+    """Remove `\\iffalse ... \\fi` blocks (keeping an `\\else` part): the manual never prints them.
+
+    The TRM parks withdrawn registers this way (ESP32-C3 AES_ENDIAN_REG). Nested TeX conditionals
+    are counted; `\\iftagged` is a macro with brace arguments, not a conditional, so it is not.
+    """
+    out: list[str] = []
+    pos = 0
+    while (start := text.find("\\iffalse", pos)) >= 0:
+        out.append(text[pos:start])
+        depth, cursor, else_at = 1, start + len("\\iffalse"), None
+        for match in CONDITIONAL_RE.finditer(text, cursor):
+            word = match.group(1)
+            if word == "fi":
+                depth -= 1
+            elif word == "else":
+                if depth == 1:
+                    else_at = match.end()
+            elif word != "iftagged":
+                depth += 1
+            if depth == 0:
+                if else_at is not None:
+                    out.append(text[else_at : match.start()])
+                pos = match.end()
+                break
+        else:  # no closing \fi: TeX would skip to the end of the file
+            return "".join(out)
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def document_body(text: str) -> str:
@@ -400,7 +432,7 @@ def _walk(
     rel = path.relative_to(trm_root).as_posix()
     text = strip_comments(path.read_text(encoding="utf-8", errors="replace"))
     if tags is not None:
-        text = select_tags(text, tags)
+        text = select_tags(drop_iffalse(text), tags)
     body_start = text.find("\\begin{document}")
     scan.texts.append((rel, document_body(text)))
     scan.registers.extend(_registers_in(text, rel, scan.chapter, case_include))

@@ -101,10 +101,16 @@ def test_fixture_census_per_manual(census: rc.Census) -> None:
     assert census.revision_splits()["esp32p4"] == {"common": 2, "v1.3-only": 1, "mainline-only": 2}
 
 
-def test_tag_selection_drops_the_other_branch_begin(census: rc.Census) -> None:
+def test_tag_selection_drops_the_other_branch_and_iffalse_blocks(census: rc.Census) -> None:
     c3 = manual(census, "esp32c3")
-    assert len(c3.before) == len(c3.after) + 1  # the \iftagged header holds two \begin{register}
-    assert "I2C_SCL_HIGH_PERIOD_C61_REG" not in c3.names()
+    # the \iftagged header holds two \begin{register}; UART_WITHDRAWN_REG sits in \iffalse ... \fi
+    assert len(c3.before) == len(c3.after) + 2
+    assert not {"I2C_SCL_HIGH_PERIOD_C61_REG", "UART_WITHDRAWN_REG"} & set(c3.names())
+
+
+def test_iffalse_keeps_its_else_part_and_counts_nested_conditionals() -> None:
+    text = "a \\iffalse b \\ifglobal c \\else d \\fi e \\else f \\fi g \\iffalse h \\fi i"
+    assert rc.drop_iffalse(text).split() == ["a", "f", "g", "i"]
 
 
 def test_case_mismatched_include_is_counted_and_reported(census: rc.Census) -> None:
