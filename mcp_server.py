@@ -1,0 +1,217 @@
+"""MCP server: ESP32 documentation search per chip and silicon revision, for coding agents.
+
+    uv run mcp_server.py --demo                  # a small real TRM sample, built on first use
+    uv run mcp_server.py --db ./esp_docs.lancedb # the full store (or $ESP32_DOCS_DB)
+    uv run mcp_server.py --transport http        # streamable HTTP on 127.0.0.1 for a team
+
+The model and table load once at start-up, so every call answers in milliseconds. Errors are raised
+as the SDK's ToolError: any other exception reaches the agent as a bare "Error executing tool",
+and the agent would never learn which values are valid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+import embed_and_store
+from chip_vocab import chip_ids
+from embed_and_store import StoreError, resolve_db_uri
+from embedder import get_embedder, user_cache_dir
+from search import MAX_K, READ_DEFAULT_CHARS, READ_MAX_CHARS, SearchEngine, SearchInputError, open_engine
+
+SAMPLES_DIR = Path(__file__).with_name("samples")
+DEMO_CHUNKS = SAMPLES_DIR / "esp32c3_trm_sample.jsonl"
+DEMO_SOURCE_NOTE = SAMPLES_DIR / "SOURCE.md"
+DEMO_NOTE = (
+    "DEMO SAMPLE: results come from a small excerpt of the ESP32-C3 Technical Reference Manual "
+    "(UART, GPIO/IO MUX and SYSTIMER chapters) only, not the full documentation store"
+)
+READ_ONLY = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+INSTRUCTIONS = (
+    "Search ESP32 documentation (ESP-IDF docs 'idf', Technical Reference Manuals 'trm', SoC headers "
+    "'src') per chip and silicon revision. Pass chip= whenever the user's chip is known: register "
+    "addresses and API details differ between chips. Use esp32_docs_find_symbol for exact identifiers, "
+    "esp32_docs_read to see more around a hit, esp32_docs_list_chips for valid chips and coverage."
+)
+
+ChipArg = Annotated[
+    str | None,
+    Field(description=f"chip id or name, e.g. esp32c3 or ESP32-C3; one of: {', '.join(chip_ids())}"),
+]
+DocTypeArg = Annotated[
+    str | None, Field(description="idf = ESP-IDF docs, trm = Technical Reference Manual, src = SoC headers")
+]
+
+
+def demo_db_uri() -> Path:
+    """Cache location keyed by the sample's content, so an edited sample rebuilds."""
+    digest = hashlib.sha256(DEMO_CHUNKS.read_bytes()).hexdigest()[:12]
+    return user_cache_dir() / f"demo-{digest}.lancedb"
+
+
+def ensure_demo_store() -> Path:
+    """Build the demo store on first use: into a temporary directory, then one atomic rename."""
+    target = demo_db_uri()
+    if target.is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".demo-build-", dir=target.parent))
+    try:
+        source = staging / "source"  # outside any git tree: its SOURCE.md pins the sample's commit
+        source.mkdir()
+        shutil.copyfile(DEMO_SOURCE_NOTE, source / "SOURCE.md")
+        summary = embed_and_store.build([DEMO_CHUNKS], "trm", source, str(staging / "db"), get_embedder)
+        print(f"demo store: {summary.line()}", file=sys.stderr)
+        try:
+            os.replace(staging / "db", target)
+        except OSError:
+            if not target.is_dir():  # another server won the race only if the target now exists
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def create_server(engine: SearchEngine | None, unavailable: str | None = None) -> MCPServer:
+    """The four read-only tools over ``engine``; without one, each tool answers ``unavailable``."""
+    server = MCPServer("esp32-docs", instructions=INSTRUCTIONS)
+
+    def answer(call: Callable[[SearchEngine], dict[str, Any]]) -> dict[str, Any]:
+        if engine is None:
+            raise ToolError(unavailable or "no documentation store is loaded")
+        try:
+            return call(engine)
+        except SearchInputError as error:
+            raise ToolError(str(error)) from error
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    def esp32_docs_search(
+        query: Annotated[
+            str, Field(description="a question or an identifier, e.g. 'UART baud rate' or 'GPIO_PIN_MUX_REG'")
+        ],
+        doc_type: DocTypeArg = None,
+        chip: ChipArg = None,
+        revision: Annotated[
+            str | None,
+            Field(
+                description="silicon revision, e.g. v1.3 or mainline (ESP32-P4); "
+                "content without a revision axis always stays"
+            ),
+        ] = None,
+        k: Annotated[int, Field(ge=1, le=MAX_K, description=f"results to return, 1-{MAX_K}")] = 5,
+    ) -> dict[str, Any]:
+        """Hybrid search (meaning + keywords + exact symbols) over ESP32 docs, by chip/doc_type/revision."""
+        return answer(lambda e: e.search(query, doc_type=doc_type, chip=chip, revision=revision, k=k))
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    def esp32_docs_find_symbol(
+        symbol: Annotated[
+            str,
+            Field(
+                description="identifier, case-insensitive; * is a wildcard (LEDC_CH*_CONF0_REG); "
+                "AES_KEY_3_REG also finds AES_KEY_n_REG"
+            ),
+        ],
+        chip: ChipArg = None,
+        doc_type: DocTypeArg = None,
+        k: Annotated[int, Field(ge=1, le=MAX_K, description=f"results to return, 1-{MAX_K}")] = 10,
+    ) -> dict[str, Any]:
+        """Exact symbol lookup (functions, types, macros, registers, fields, Kconfig) across all corpora."""
+        return answer(lambda e: e.find_symbol(symbol, chip=chip, doc_type=doc_type, k=k))
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    def esp32_docs_list_chips() -> dict[str, Any]:
+        """The valid chips, doc_types and revisions, with how many chunks each corpus holds per chip."""
+        return answer(lambda e: e.list_chips())
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    def esp32_docs_read(
+        file_path: Annotated[str, Field(description="file_path copied from a search or find_symbol result")],
+        chunk_index: Annotated[int, Field(ge=0, description="chunk_index of that result")],
+        before: Annotated[int, Field(ge=0, le=50, description="chunks to include before it")] = 1,
+        after: Annotated[int, Field(ge=0, le=50, description="chunks to include after it")] = 1,
+        max_chars: Annotated[
+            int, Field(ge=500, le=READ_MAX_CHARS, description="character budget for all returned text")
+        ] = READ_DEFAULT_CHARS,
+        whole_section: Annotated[
+            bool,
+            Field(description="return the hit's whole section (and subsections) instead of before/after"),
+        ] = False,
+        chip: ChipArg = None,
+    ) -> dict[str, Any]:
+        """Read the chunks around a hit, or its whole section, in document order within a character budget."""
+        return answer(
+            lambda e: e.read(
+                file_path,
+                chunk_index,
+                before=before,
+                after=after,
+                max_chars=max_chars,
+                whole_section=whole_section,
+                chip=chip,
+            )
+        )
+
+    return server
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Serve ESP32 documentation search over MCP.")
+    parser.add_argument("--db", help="LanceDB URI (default $ESP32_DOCS_DB or ./esp_docs.lancedb)")
+    parser.add_argument(
+        "--demo", action="store_true", help="serve the bundled TRM sample (built on first use)"
+    )
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument("--port", type=int, default=8765, help="port for --transport http (on 127.0.0.1)")
+    args = parser.parse_args(argv)
+    if args.demo and args.db:
+        parser.error("--demo serves the bundled sample; drop --db")
+    return args
+
+
+def load_engine(args: argparse.Namespace) -> tuple[SearchEngine | None, str | None]:
+    """Open the store once; a missing store is reported by every tool rather than a dead server."""
+    if args.demo:
+        return open_engine(str(ensure_demo_store()), demo_note=DEMO_NOTE), None
+    db_uri = resolve_db_uri(args.db)
+    try:
+        return open_engine(db_uri), None
+    except StoreError as error:
+        message = f"documentation store unavailable: {error}"
+        print(message, file=sys.stderr)
+        return None, message
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    engine, unavailable = load_engine(args)
+    server = create_server(engine, unavailable)
+    if engine is not None:
+        counts = ", ".join(f"{doc}={n}" for doc, n in engine.index.doc_type_rows.items())
+        print(
+            f"mcp_server: {engine.index.rows} chunks ({counts}) ready over {args.transport}", file=sys.stderr
+        )
+    if args.transport == "http":
+        server.run("streamable-http", host="127.0.0.1", port=args.port)
+    else:
+        server.run("stdio")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
