@@ -42,6 +42,9 @@ HW_VERSION_DIRS: dict[tuple[str, str], tuple[str, ...] | None] = {
 }
 FIELD_SUFFIXES = ("_M", "_V", "_S")
 GROUP_WORDS = 60  # consecutive one-line macros share a block up to this size
+# A struct stays one atomic block up to this size; past it (whole-peripheral register structs
+# reach 11,000 words) it is cut between members, never inside one.
+STRUCT_SPLIT_WORDS = 1200
 IDENT = r"[A-Za-z_]\w*"
 _DEFINE = re.compile(rf"^\s*#\s*define\s+({IDENT})(\([^)]*\))?\s*(.*)$", re.S)
 _REGISTER_HEADING = re.compile(rf"^\s*/\*\*\s*({IDENT})\s+register\s*$")
@@ -394,12 +397,48 @@ def text_sections(title: str, items: list[Item]) -> Section:
             continue
         body = "\n".join([*prefix, _with_comment(item)])
         prefix.clear()
+        members = split_struct_members(body) if word_count(body) > STRUCT_SPLIT_WORDS else [body]
+        if item.kind == "decl" and len(members) > 1:
+            # a whole-peripheral struct of thousands of words: its own section, cut between members
+            title = " / ".join(item.names) or "struct"
+            blocks = [Block(m, atomic=True, symbol_refs=list(item.names)) for m in members]
+            current.children.append(Section(title, blocks=blocks))
+            continue
         current.blocks.append(Block(body, atomic=item.kind != "pp", symbol_refs=list(item.names)))
     if prefix:
         current.blocks.append(Block("\n".join(prefix)))
-    for section in (root, *root.children):
-        section.blocks = group_blocks(section.blocks)
+    _group_tree(root)
     return root
+
+
+def _group_tree(section: Section) -> None:
+    section.blocks = group_blocks(section.blocks)
+    for child in section.children:
+        _group_tree(child)
+
+
+def split_struct_members(code: str) -> list[str]:
+    """Cut a struct/union definition between its top-level members (each member whole, its
+    comment with it); the opening line stays with the first member, the closing with the last."""
+    lines = code.split("\n")
+    opening = next((i for i, line in enumerate(lines) if "{" in _strip_comments(line)), None)
+    if opening is None:
+        return [code]
+    pieces: list[list[str]] = []
+    current = lines[: opening + 1]
+    depth = _brace_balance("\n".join(current))
+    for line in lines[opening + 1 :]:
+        current.append(line)
+        depth += _brace_balance(line)
+        if depth == 1 and _strip_comments(line).rstrip().endswith(";"):
+            pieces.append(current)
+            current = []
+    if current:
+        if pieces:
+            pieces[-1].extend(current)
+        else:
+            pieces.append(current)
+    return ["\n".join(piece) for piece in pieces]
 
 
 def _with_comment(item: Item) -> str:

@@ -213,3 +213,18 @@ def test_real_idf_chip_headers_fully_reach_chunks() -> None:
     assert all(len(r["text"].split()) <= 400 for r in card.rows)
     caps = results["components/soc/esp32c3/include/soc/soc_caps.h"]
     assert any("#define SOC_UART_NUM" in r["text"] for r in caps.rows)
+
+
+def test_oversized_struct_is_cut_between_members_only() -> None:
+    members = [f"    volatile uint32_t reg{n}; /* {'word ' * 40}*/" for n in range(40)]
+    code = "typedef struct big_dev_s {\n" + "\n".join(members) + "\n} big_dev_t;"
+    root = ingest_source.text_sections("big_struct.h", ingest_source.scan_header(code))
+    (section,) = root.children
+    assert section.title == "big_dev_s / big_dev_t"
+    text = "\n".join(b.text for b in section.blocks)
+    assert text == code
+    assert section.blocks[0].text.startswith("typedef struct big_dev_s {\n    volatile uint32_t reg0;")
+    assert section.blocks[-1].text.endswith("reg39; /* " + "word " * 40 + "*/\n} big_dev_t;")
+    assert all(b.symbol_refs == ["big_dev_s", "big_dev_t"] for b in section.blocks)
+    small = ingest_source.text_sections("s.h", ingest_source.scan_header("typedef struct { int a; } s_t;"))
+    assert small.children == [] and small.blocks[0].text == "typedef struct { int a; } s_t;"
