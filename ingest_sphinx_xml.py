@@ -279,14 +279,19 @@ class IngestResult:
 
 
 def ingest(
-    xml_dir: Path, chip: str, provenance: Provenance, max_words: int = DEFAULT_MAX_WORDS
+    xml_dir: Path,
+    chip: str,
+    provenance: Provenance,
+    max_words: int = DEFAULT_MAX_WORDS,
+    progress: bool = True,
 ) -> IngestResult:
     """Rows for every readable Sphinx page; unreadable pages are collected, not fatal."""
     rows: list[dict[str, Any]] = []
     failures: list[str] = []
     revisions: Counter[str] = Counter()
     pages = other = 0
-    for xml_file, loaded in tqdm(iter_pages(xml_dir), desc=f"{chip} pages", unit="file", file=sys.stderr):
+    files = tqdm(iter_pages(xml_dir), desc=f"{chip} pages", unit="file", disable=not progress)
+    for xml_file, loaded in files:
         if isinstance(loaded, PageError):
             failures.append(str(loaded))
             continue
@@ -312,6 +317,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--source-commit", help="full ESP-IDF commit of the build")
     parser.add_argument("--idf-path", type=Path, help="ESP-IDF checkout the docs were built from")
     parser.add_argument("--max-words", type=int, default=DEFAULT_MAX_WORDS, help="chunk word budget")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs, tests)")
     return parser.parse_args(argv)
 
 
@@ -333,7 +339,9 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"--idf-path {args.idf_path} is not a directory")
     provenance = resolve_provenance(args)
 
-    result = ingest(args.xml_dir, chip, provenance, args.max_words)
+    if args.max_words < 1:
+        return _fail(f"--max-words must be positive, got {args.max_words}")
+    result = ingest(args.xml_dir, chip, provenance, args.max_words, progress=not args.no_progress)
     for failure in result.failures:
         print(f"skipped page: {failure}", file=sys.stderr)
     if result.pages == 0:
