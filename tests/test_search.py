@@ -1,0 +1,286 @@
+"""The retrieval engine against a real LanceDB store built by embed_and_store with the real MiniLM."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import embed_and_store
+from embedder import get_embedder
+from search import (
+    MAX_K,
+    SearchEngine,
+    SearchInputError,
+    excerpt,
+    open_engine,
+    query_symbols,
+    revision_scope,
+    symbol_pattern,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "search"
+DOC_TYPES_BUILT = ("trm", "idf", "src")
+
+
+def build_fixture_store(root: Path) -> Path:
+    """Embed the fixture chunks (all three corpora) once into ``root``; reused when already complete."""
+    db = root / "store.lancedb"
+    done = root / "complete"
+    if done.exists():
+        return db
+    source = root / "source"  # outside git, no SOURCE.md: rows keep the provenance they carry
+    source.mkdir(parents=True, exist_ok=True)
+    for doc_type in DOC_TYPES_BUILT:
+        embed_and_store.build(
+            [FIXTURES / f"{doc_type}_chunks.jsonl"], doc_type, source, str(db), get_embedder
+        )
+    done.touch()
+    return db
+
+
+@pytest.fixture(scope="session")
+def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_fixture_store(tmp_path_factory.getbasetemp() / "search-store")
+
+
+@pytest.fixture(scope="session")
+def engine(store_path: Path) -> SearchEngine:
+    return open_engine(str(store_path))
+
+
+def keys(results: list[dict]) -> list[tuple[str, int]]:
+    return [(r["file_path"], r["chunk_index"]) for r in results]
+
+
+# -- pure helpers ---------------------------------------------------------------------------------
+
+
+def test_query_symbols_picks_identifiers_only() -> None:
+    assert query_symbols("what does bit 3 of LEDC_CH0_CONF0_REG do on P4") == ["LEDC_CH0_CONF0_REG"]
+    assert query_symbols("call uart_driver_install then xTaskCreate") == [
+        "uart_driver_install",
+        "xTaskCreate",
+    ]
+    assert query_symbols("how do I set the UART baud rate") == []
+
+
+@pytest.mark.parametrize(
+    ("query", "stored", "matches"),
+    [
+        ("AES_KEY_3_REG", "AES_KEY_n_REG", True),
+        ("AES_KEY_3_REG", "AES_KEY_3_REG", True),
+        ("aes_key_3_reg", "AES_KEY_3_REG", True),
+        ("AES_KEY_3_REG", "AES_KEY_4_REG", False),
+        ("LEDC_CH*_CONF0_REG", "LEDC_CH3_CONF0_REG", True),
+        ("LEDC_CH*_CONF0_REG", "LEDC_CH3_CONF1_REG", False),
+        ("LEDC_CH0_CONF0_REG", "LEDC_CHn_CONF0_REG", True),
+        ("UART_CONF0_REG", "UART_CONF0_REG_X", False),
+    ],
+)
+def test_symbol_pattern(query: str, stored: str, matches: bool) -> None:
+    assert bool(re.fullmatch(symbol_pattern(query), stored, re.IGNORECASE)) is matches
+
+
+def test_revision_scope_sentences() -> None:
+    assert revision_scope([], ["esp32p4"]) is None
+    assert revision_scope(["mainline", "v1.3"], ["esp32p4"]) == "all published revisions (mainline, v1.3)"
+    only = revision_scope(["v1.3"], ["esp32p4"])
+    assert only is not None and only.startswith("ONLY revision v1.3") and "mainline" in only
+
+
+def test_excerpt_keeps_heading_and_the_symbol_asked_about() -> None:
+    text = "Chapter > Registers\n\n" + "filler line\n" * 400 + "Register FAR_AWAY_REG\nAddress: 0x0100\n"
+    short, truncated = excerpt(text, ["FAR_AWAY_REG"], budget=600)
+    assert truncated and len(short) <= 620
+    assert short.startswith("Chapter > Registers") and "Register FAR_AWAY_REG" in short
+    assert excerpt("small", ["X"], budget=600) == ("small", False)
+
+
+# -- hybrid search ---------------------------------------------------------------------------------
+
+
+def test_identifier_query_returns_its_definition_first(engine: SearchEngine) -> None:
+    found = engine.search("UART_CLKDIV_REG", doc_type="trm")
+    top = found["results"][0]
+    assert top["text"].count("Register UART_CLKDIV_REG") == 1, top["text"]
+    assert "symbol" in top["matched_by"]
+
+
+def test_function_name_returns_its_prototype_first(engine: SearchEngine) -> None:
+    top = engine.search("uart_driver_install", doc_type="idf")["results"][0]
+    assert "esp_err_t uart_driver_install(" in top["text"]
+
+
+def test_parameterised_register_found_by_concrete_name(engine: SearchEngine) -> None:
+    found = engine.search("AES_KEY_3_REG", chip="esp32c3", doc_type="trm")
+    assert "Register AES_KEY_n_REG" in found["results"][0]["text"]
+
+
+def test_every_result_carries_the_documented_fields(engine: SearchEngine) -> None:
+    found = engine.search("UART baud rate", chip="esp32c3", k=3)
+    assert found["returned"] == 3 and found["more_results"] > 0 and "raise k" in found["note"]
+    for result in found["results"]:
+        assert set(result) >= {
+            "text", "doc_type", "chips", "revisions", "revision_scope", "source_doc", "section_path",
+            "file_path", "chunk_index", "source_version", "source_commit", "score", "matched_by",
+            "symbol_refs", "url",
+        }  # fmt: skip
+        assert result["matched_by"] and set(result["matched_by"]) <= {"vector", "fts", "symbol"}
+        assert result["source_commit"] != "unknown"
+
+
+def test_chip_filter_narrows_but_keeps_shared_content(engine: SearchEngine) -> None:
+    found = engine.search("how many UART controllers", chip="ESP32-C3", doc_type="idf", k=MAX_K)
+    chips_seen = [r["chips"] for r in found["results"]]
+    assert all("esp32c3" in chips for chips in chips_seen)
+    assert any(len(chips) > 1 for chips in chips_seen), "content common to all chips must stay"
+    assert any("ESP32-C3 chip has 2 UART" in r["text"] for r in found["results"])
+    assert not any("ESP32 chip has 3 UART" in r["text"] for r in found["results"])
+
+
+def test_chip_filter_picks_that_chips_register_address(engine: SearchEngine) -> None:
+    c5 = engine.search("PCNT_CTRL_REG", chip="esp32c5", doc_type="trm")["results"]
+    assert "0x0070" in c5[0]["text"]
+    assert not any("0x00b0" in r["text"] for r in c5)
+
+
+def test_revision_filter_drops_other_revision_keeps_revisionless(engine: SearchEngine) -> None:
+    found = engine.search("MHCR_CSR branch prediction", chip="esp32p4", revision="v1.3", k=MAX_K)
+    revisions = [r["revisions"] for r in found["results"]]
+    assert ["mainline"] not in revisions
+    assert ["v1.3"] in revisions and ["mainline", "v1.3"] in revisions
+    assert [] in revisions, "rows without a revision axis are unaffected by the filter"
+    top = found["results"][0]
+    assert "0x7C1" in top["text"] and top["revision_scope"].startswith("ONLY revision v1.3")
+
+
+def test_idf_results_link_the_docs_page_for_the_chip_asked(engine: SearchEngine) -> None:
+    asked = engine.search("uart_driver_install", chip="esp32c3", doc_type="idf")["results"][0]
+    assert asked["url"] == (
+        "https://docs.espressif.com/projects/esp-idf/en/latest/esp32c3/api-reference/peripherals/uart.html"
+    )
+    unasked = engine.search("uart_driver_install", doc_type="idf")["results"][0]
+    assert f"/latest/{unasked['chips'][0]}/" in unasked["url"]
+    assert engine.search("UART_CLKDIV_REG", doc_type="trm")["results"][0]["url"] is None
+
+
+@pytest.mark.parametrize("mode", ["vector", "fts"])
+def test_single_retriever_modes(engine: SearchEngine, mode: str) -> None:
+    found = engine.search("UART clock divider", chip="esp32c3", doc_type="trm", mode=mode)
+    assert found["results"] and all(r["matched_by"] == [mode] for r in found["results"])
+
+
+def test_empty_answer_explains_itself(engine: SearchEngine) -> None:
+    found = engine.search("anything at all", chip="esp32h2", doc_type="trm")
+    assert found["results"] == [] and "nothing matched" in found["note"] and "0 chunk" in found["note"]
+
+
+# -- find_symbol ------------------------------------------------------------------------------------
+
+
+def test_find_symbol_interleaves_corpora_with_totals(engine: SearchEngine) -> None:
+    found = engine.find_symbol("UART_CLKDIV_REG")
+    assert found["totals_by_doc_type"] == {"idf": 0, "trm": 3, "src": 1}
+    assert {r["doc_type"] for r in found["results"][:2]} == {"trm", "src"}
+    assert "Register UART_CLKDIV_REG" in found["results"][0]["text"]
+
+
+def test_find_symbol_case_insensitive_wildcard_and_parameterised(engine: SearchEngine) -> None:
+    assert engine.find_symbol("Uart_Driver_Install")["totals_by_doc_type"]["idf"] == 2
+    wildcard = engine.find_symbol("LEDC_CH*_CONF0_REG")
+    assert {r["doc_type"] for r in wildcard["results"]} == {"trm", "src"}
+    parameterised = engine.find_symbol("AES_KEY_3_REG", chip="esp32c3")
+    matched = {s for r in parameterised["results"] for s in r["matched_symbols"]}
+    assert matched == {"AES_KEY_n_REG", "AES_KEY_3_REG"}
+
+
+def test_find_symbol_filters_and_reports_misses(engine: SearchEngine) -> None:
+    only_src = engine.find_symbol("MHCR_CSR", doc_type="src")
+    assert list(only_src["totals_by_doc_type"]) == ["src"]
+    missing = engine.find_symbol("PCNT_CTRL_REG", chip="esp32c3")
+    assert missing["results"] == [] and "2 chunk(s) name it without those filters" in missing["note"]
+
+
+# -- read and list_chips ----------------------------------------------------------------------------
+
+
+def test_read_returns_neighbours_in_order_and_says_what_remains(engine: SearchEngine) -> None:
+    page = engine.read("ESP32-C3/10-UART__EN", 2, before=1, after=1)
+    assert [c["chunk_index"] for c in page["chunks"]] == [1, 2, 3]
+    assert page["more_before"] and page["more_after"] and page["chunks_in_file"] == 6
+    assert not page["truncated_by_budget"]
+
+
+def test_read_respects_the_character_budget(engine: SearchEngine) -> None:
+    page = engine.read("ESP32-C3/10-UART__EN", 3, before=3, after=2, max_chars=600)
+    assert sum(len(c["text"]) for c in page["chunks"]) <= 600
+    assert page["truncated_by_budget"] and [c["chunk_index"] for c in page["chunks"]] != list(range(6))
+
+
+def test_read_whole_section_and_chip_variants(engine: SearchEngine) -> None:
+    section = engine.read("ESP32-C3/10-UART__EN", 4, whole_section=True, max_chars=50000)
+    assert [c["chunk_index"] for c in section["chunks"]] == [4, 5]
+    variants = engine.read("api-reference/peripherals/uart", 2, before=0, after=0)
+    assert len(variants["chunks"]) == 2
+    one = engine.read("api-reference/peripherals/uart", 2, before=0, after=0, chip="esp32c3")
+    assert [c["chips"] for c in one["chunks"]] == [["esp32c3"]]
+    assert one["url"].endswith("/esp32c3/api-reference/peripherals/uart.html")
+
+
+def test_list_chips_reports_coverage_per_corpus(engine: SearchEngine) -> None:
+    listing = engine.list_chips()
+    by_chip = {c["chip"]: c for c in listing["chips"]}
+    assert by_chip["esp32c3"]["rows_by_doc_type"] == {"idf": 7, "trm": 11, "src": 3}
+    assert by_chip["esp32p4"]["revisions"] == ["mainline", "v1.3"]
+    assert by_chip["esp32p4"]["revisions_in_store"] == ["mainline", "v1.3"]
+    assert listing["rows_by_doc_type"] == {"idf": 8, "trm": 16, "src": 5} and listing["total_rows"] == 29
+
+
+# -- bad input --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"query": "x", "chip": "esp99"}, "valid chips: esp32, esp32s2"),
+        ({"query": "x", "chip": "esp32' OR 1=1 --"}, "valid chips:"),
+        ({"query": "x", "doc_type": "pdf"}, "valid doc_types: idf, trm, src"),
+        ({"query": "x", "doc_type": "trm' OR '1'='1"}, "valid doc_types"),
+        ({"query": "x", "revision": "v9"}, "valid revisions: mainline, v1.3"),
+        ({"query": "x", "chip": "esp32", "revision": "v1.3"}, "for esp32; valid revisions: mainline"),
+        ({"query": "x", "k": 0}, f"from 1 to {MAX_K}"),
+        ({"query": "x", "k": 21}, f"from 1 to {MAX_K}"),
+        ({"query": "   "}, "query is empty"),
+        ({"query": "q" * 100_000}, "the limit is"),
+        ({"query": "x", "mode": "magic"}, "valid modes: hybrid, vector, fts"),
+    ],
+)
+def test_search_rejects_bad_input_naming_valid_values(
+    engine: SearchEngine, kwargs: dict, message: str
+) -> None:
+    with pytest.raises(SearchInputError, match=re.escape(message)):
+        engine.search(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda e: e.find_symbol("X' OR '1'='1"), "is not an identifier"),
+        (lambda e: e.find_symbol("*"), "too vague"),
+        (lambda e: e.find_symbol("UART_CLKDIV_REG", chip="esp99"), "valid chips"),
+        (lambda e: e.read("ESP32-C3/10-UART__EN' OR '1'='1", 0), "not a document path"),
+        (lambda e: e.read("ESP32-C3/99-NOPE__EN", 0), "unknown file_path"),
+        (lambda e: e.read("ESP32-C3/10-UART__EN", 9), "chunk_index must be an integer from 0 to 5"),
+        (lambda e: e.read("ESP32-C3/10-UART__EN", 0, max_chars=10), "max_chars must be"),
+    ],
+)
+def test_other_tools_reject_bad_input(engine: SearchEngine, call, message: str) -> None:
+    with pytest.raises(SearchInputError, match=re.escape(message)):
+        call(engine)
+
+
+def test_open_engine_without_store_says_how_to_build_one(tmp_path: Path) -> None:
+    with pytest.raises(embed_and_store.StoreError, match=r"embed_and_store\.py.*--demo"):
+        open_engine(str(tmp_path / "absent.lancedb"))
