@@ -24,7 +24,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from chip_vocab import chip_ids
+from chip_vocab import chip_ids, chips
 from chunking import Block, Section, chunk_tree, word_count
 from provenance import source_provenance
 from schema import make_row, read_jsonl, write_jsonl
@@ -587,28 +587,41 @@ class TrmRegister:
     params: tuple[str, ...]  # parameter letters from "(n: 0-7)", e.g. ("n",)
 
 
+def scopes(row: dict[str, Any]) -> list[str]:
+    """Where a row counts: its chips, and for chips with several manuals (ESP32-P4) chip + revision,
+    so hw_ver1 headers are checked against the v1.3 manual and hw_ver3 against mainline."""
+    keys = []
+    for chip in row["chips"]:
+        published = chips()[chip].revisions
+        if len(published) > 1:
+            keys += [f"{chip} {rev}" for rev in (row["revisions"] or published)]
+        else:
+            keys.append(chip)
+    return keys
+
+
 def trm_registers(rows: Iterable[dict[str, Any]]) -> dict[str, set[TrmRegister]]:
-    """chip -> the registers named by "Register NAME" lines of doc_type trm rows."""
-    per_chip: dict[str, set[TrmRegister]] = defaultdict(set)
+    """scope -> the registers named by "Register NAME" lines of doc_type trm rows."""
+    per_scope: dict[str, set[TrmRegister]] = defaultdict(set)
     for row in rows:
         if row.get("doc_type") != "trm":
             continue
         for match in _TRM_REGISTER.finditer(row["text"]):
             params = tuple(re.findall(r"([A-Za-z]\w*)\s*:", match.group(2) or ""))
-            for chip in row["chips"]:
-                per_chip[chip].add(TrmRegister(match.group(1), params))
-    return per_chip
+            for scope in scopes(row):
+                per_scope[scope].add(TrmRegister(match.group(1), params))
+    return per_scope
 
 
 def src_symbols(rows: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
-    """chip -> every symbol the chip's headers (and the shared ones) declare."""
-    per_chip: dict[str, set[str]] = defaultdict(set)
+    """scope -> every symbol the chip's headers (and the shared ones) declare."""
+    per_scope: dict[str, set[str]] = defaultdict(set)
     for row in rows:
         if row.get("doc_type") != "src":
             continue
-        for chip in row["chips"]:
-            per_chip[chip].update(row["symbol_refs"])
-    return per_chip
+        for scope in scopes(row):
+            per_scope[scope].update(row["symbol_refs"])
+    return per_scope
 
 
 def parameter_pattern(name: str, params: Iterable[str]) -> re.Pattern[str] | None:
@@ -655,7 +668,7 @@ def check_registers(trm_rows: Iterable[dict[str, Any]], src_rows: Iterable[dict[
         for register in sorted(trm[chip], key=lambda r: r.name):
             category = classify_register(register, symbols, by_suffix)
             categories[category] += 1
-            if len(samples[category]) < 6 and category != "exact":
+            if category != "exact" and len(samples[category]) < 6:
                 samples[category].append(register.name)
         total = sum(categories.values())
         resolved = categories["exact"] + categories["parameterised"]
@@ -707,7 +720,8 @@ def _cmd_check_registers(args: argparse.Namespace) -> str:
             f"{chip:10s} {facts['resolved']:5d}/{facts['trm_registers']:5d} {facts['share']:6.1%}  ({cats})"
         )
         for category, names in facts["samples"].items():
-            print(f"    {category}: {', '.join(names)}")
+            if names:
+                print(f"    {category}: {', '.join(names)}")
     share = resolved / total if total else 0.0
     if share < args.min_share:
         raise UsageError(f"register resolution {share:.1%} is below --min-share {args.min_share:.0%}")

@@ -134,11 +134,16 @@ class Macro:
     description: str = ""
 
 
-def evaluate(expression: str, macros: dict[str, Macro], depth: int = 0) -> int | None:
-    """Value of a header address expression (macros expanded), or None when it is not constant."""
+def evaluate(
+    expression: str, macros: dict[str, Macro], depth: int = 0, memo: dict[str, int | None] | None = None
+) -> int | None:
+    """Value of a header address expression (macros expanded), or None when it is not constant.
+
+    ``memo`` caches object-like macro values across calls (a chip has thousands of registers
+    over a few dozen bases)."""
     if depth > 12:
         return None
-    expanded = _expand(expression, macros, depth)
+    expanded = _expand(expression, macros, depth, memo)
     if expanded is None:
         return None
     arithmetic = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", expanded).replace("/", "//")
@@ -174,7 +179,9 @@ def evaluate(expression: str, macros: dict[str, Macro], depth: int = 0) -> int |
     return value if isinstance(value, int) else None
 
 
-def _expand(expression: str, macros: dict[str, Macro], depth: int) -> str | None:
+def _expand(
+    expression: str, macros: dict[str, Macro], depth: int, memo: dict[str, int | None] | None
+) -> str | None:
     out: list[str] = []
     position = 0
     for match in re.finditer(r"[A-Za-z_]\w*", expression):
@@ -203,7 +210,13 @@ def _expand(expression: str, macros: dict[str, Macro], depth: int) -> str | None
                 return None
             for param, arg in zip(macro.params, args, strict=True):
                 body = re.sub(rf"\b{re.escape(param)}\b", f"({arg})", body)
-        value = evaluate(body, macros, depth + 1)
+            value = evaluate(body, macros, depth + 1, memo)
+        elif memo is not None and name in memo:
+            value = memo[name]
+        else:
+            value = evaluate(body, macros, depth + 1, memo)
+            if memo is not None:
+                memo[name] = value
         if value is None:
             return None
         out.append(f"({value})")
@@ -263,8 +276,41 @@ class ChipIndex:
     parameterised: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
     macros: dict[str, Macro] = field(default_factory=dict)
 
+    memo: dict[str, int | None] = field(default_factory=dict)  # object-like macro values
+    _addresses: dict[int, list[str]] | None = None
+    _bases: dict[str, int] | None = None
+
     def header_registers(self) -> list[Macro]:
-        return [m for m in self.macros.values() if m.name.endswith("_REG") or "_REG_" in m.name]
+        """Register macros (``X_REG``, ``X_REG(i)``, ``X_REG_1``), not base or field macros."""
+        return [
+            m
+            for m in self.macros.values()
+            if m.name.endswith("_REG") or ("_REG_" in m.name and not _is_base_macro(m.name))
+        ]
+
+    def bases(self) -> dict[str, int]:
+        """``DR_REG_*_BASE`` -> value, from reg_base.h (and soc.h on older trees)."""
+        if self._bases is None:
+            self._bases = {
+                name: value
+                for name in self.macros
+                if re.fullmatch(r"DR_REG_\w+_BASE", name)
+                and (value := evaluate(name, self.macros, memo=self.memo)) is not None
+            }
+        return self._bases
+
+    def addresses(self) -> dict[int, list[str]]:
+        """Absolute address -> header register names, every real instance of parameterised ones."""
+        if self._addresses is None:
+            self._addresses = defaultdict(list)
+            for macro in self.header_registers():
+                for value in _instance_addresses(self, macro):
+                    self._addresses[value].append(macro.name)
+        return self._addresses
+
+
+def _is_base_macro(name: str) -> bool:
+    return name.endswith("_BASE") or name.startswith(("DR_REG_", "REG_"))
 
 
 _INDEX_CACHE: dict[tuple[int, int, str, str | None], ChipIndex] = {}
@@ -418,7 +464,23 @@ def _header_defines(index: ChipIndex, name: str, documented: str | None) -> list
 def _absolute(index: ChipIndex, macro: Macro, instance: int = 0) -> int | None:
     args = ",".join(str(instance) for _ in macro.params or ())
     call = f"{macro.name}({args})" if macro.params is not None else macro.name
-    return evaluate(call, index.macros)
+    return evaluate(call, index.macros, memo=index.memo)
+
+
+def _derivation(index: ChipIndex, macro: Macro, limit: int = 5) -> str:
+    """How the header builds the address: each macro in the chain with the file defining it."""
+    steps: list[str] = []
+    queue = [macro]
+    seen: set[str] = set()
+    while queue and len(steps) < limit:
+        current = queue.pop(0)
+        if current.name in seen:
+            continue
+        seen.add(current.name)
+        params = f"({', '.join(current.params)})" if current.params is not None else ""
+        steps.append(f"{current.name}{params} = {current.body} ({current.file_path.rsplit('/', 1)[-1]})")
+        queue += [index.macros[n] for n in re.findall(r"[A-Za-z_]\w*", current.body) if n in index.macros]
+    return "; ".join(steps)
 
 
 def _base_macro(expression: str) -> str | None:
@@ -483,11 +545,10 @@ def _absolute_answer(index: ChipIndex, answer: dict[str, Any], defines: list[Mac
     for macro in defines:
         value = _absolute(index, macro, 0)
         if value is not None:
-            base = _base_macro(macro.body)
-            via = f"{macro.name}{'(0)' if macro.params else ''} = {macro.body}"
+            instance = " (instance 0)" if macro.params else ""
             return {
                 "address_absolute": f"0x{value:08X}",
-                "absolute_from": via + (f"; {base} from reg_base.h" if base else ""),
+                "absolute_from": _derivation(index, macro) + instance,
             }
     offset = _parse_offset(answer.get("address"))
     if offset is not None and offset >= _OFFSET_LIMIT:
@@ -554,42 +615,41 @@ def _registers_at(index: ChipIndex, address: int, peripheral: str | None) -> lis
                 f"and no {base_names[0]} in its reg_base.h"
             )
         address += base
-    hits: list[str] = []
-    for macro in index.header_registers():
-        first = _absolute(index, macro, 0)
-        if first is None:
-            continue
-        if first == address:
-            hits.append(macro.name)
-            continue
-        if macro.params and _instance_hit(index, macro, first, address):
-            hits.append(macro.name)
-    return hits
+    return list(index.addresses().get(address, []))
 
 
-def _instance_hit(index: ChipIndex, macro: Macro, first: int, address: int) -> bool:
-    """Does instance i>0 of a parameterised register land on ``address`` at a real peripheral base?"""
-    bases = {evaluate(n, index.macros) for n in index.macros if re.fullmatch(r"DR_REG_\w+_BASE", n)}
-    instance0_base = max((b for b in bases if b is not None and b <= first), default=None)
-    if instance0_base is None:
-        return False
-    offset = first - instance0_base
+def _base_stem(name: str) -> str:
+    return re.sub(r"\d+", "", name.removeprefix("DR_REG_").removesuffix("_BASE")).rstrip("_")
+
+
+def _instance_addresses(index: ChipIndex, macro: Macro) -> list[int]:
+    """Instance 0, then instances 1.. while each lands on a base of the same peripheral family
+    (DR_REG_UART_BASE -> DR_REG_UART1_BASE): bases sit 4 KB apart, so a bare "is some base"
+    test would put UART4 on the I2C block."""
+    first = _absolute(index, macro, 0)
+    if first is None:
+        return []
+    found = [first]
+    if not macro.params:
+        return found
+    bases = index.bases()
+    below = [(value, name) for name, value in bases.items() if value <= first]
+    if not below:
+        return found
+    base0, name0 = max(below)
+    offset = first - base0
+    by_value = {value: name for name, value in bases.items()}
     for instance in range(1, _INSTANCE_LIMIT):
         value = _absolute(index, macro, instance)
-        if value is None or value - offset not in bases:
-            return False
-        if value == address:
-            return True
-    return False
+        base_name = by_value.get(value - offset) if value is not None else None
+        if base_name is None or _base_stem(base_name) != _base_stem(name0) or value in found:
+            break
+        found.append(value)
+    return found
 
 
 def _address_not_found(index: ChipIndex, address: int) -> str:
-    bases = {
-        n: v
-        for n in index.macros
-        if re.fullmatch(r"DR_REG_\w+_BASE", n) and (v := evaluate(n, index.macros)) is not None
-    }
-    below = [(v, n) for n, v in bases.items() if v <= address]
+    below = [(v, n) for n, v in index.bases().items() if v <= address]
     where = ""
     if below:
         value, name = max(below)

@@ -171,6 +171,23 @@ def test_address_lookup_absolute_offset_and_other_instance(table: Any) -> None:
     assert uart1["name"] == "UART_CLKDIV_REG"
 
 
+def test_instances_stop_at_another_peripherals_base(table: Any) -> None:
+    # REG_UART_BASE(2) would be 0x60020000, which is the I2C block, not a third UART
+    with pytest.raises(
+        ValueError, match=r"no register at 0x60020014 on esp32c3; it lies at DR_REG_I2C_EXT_BASE"
+    ):
+        registers.lookup_register(table, "esp32c3", address="0x60020014")
+
+
+def test_absolute_address_names_the_macro_chain(table: Any) -> None:
+    answer = registers.lookup_register(table, "esp32c3", name="UART_CLKDIV_REG")
+    assert answer["absolute_from"] == (
+        "UART_CLKDIV_REG(i) = REG_UART_BASE(i) + 0x14 (uart_reg.h); "
+        "REG_UART_BASE(i) = (DR_REG_UART_BASE + (i) * 0x10000) (soc.h); "
+        "DR_REG_UART_BASE = 0x60000000 (reg_base.h) (instance 0)"
+    )
+
+
 def test_address_without_register_names_the_peripheral(table: Any) -> None:
     with pytest.raises(
         ValueError, match=r"no register at 0x60000044 on esp32c3; it lies at DR_REG_UART_BASE"
