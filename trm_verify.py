@@ -194,57 +194,88 @@ def capture(source: Counter[str], chunks: Counter[str]) -> float:
 @dataclass(frozen=True)
 class ChapterCapture:
     chip: str
+    revision: str
     chapter: str
     source_words: int
     chunk_rows: int
     ratio: float
     lost_examples: tuple[str, ...]
 
+    @property
+    def label(self) -> str:
+        return f"{self.chip}@{self.revision}"
 
-def chapter_sources(
-    trm_path: str | os.PathLike[str] | None, progress: bool
-) -> dict[tuple[str, str], list[str]]:
-    """(chip, chapter file_path) -> the tag-selected LaTeX bodies of every manual holding it."""
+
+@dataclass(frozen=True)
+class ChapterSource:
+    """One chapter as one manual prints it."""
+
+    chip: str
+    revision: str
+    chapter: str  # file_path of the chapter root, e.g. "ESP32-C3/01-I2C__EN"
+    multi_revision: bool  # the chip publishes several manuals (rows must name the revision)
+    text: str
+
+
+def chapter_sources(trm_path: str | os.PathLike[str] | None, progress: bool) -> list[ChapterSource]:
+    """Every chapter of every manual with its tag-selected LaTeX (all included files joined)."""
     trm_root = require_trm_tree(trm_path)
     manuals = discover_manuals(trm_root)
-    sources: dict[tuple[str, str], list[str]] = defaultdict(list)
+    manuals_per_chip = Counter(m.chip for m in manuals)
+    sources: list[ChapterSource] = []
     jobs = [(m, r) for m in manuals for r in m.chapter_roots]
     for manual, root in tqdm(
         jobs, desc="source chapters", unit="chapter", disable=not progress, file=sys.stderr
     ):
         scan = scan_chapter(root, manual, trm_root, tags=manual.tags)
-        sources[(manual.chip, scan.chapter)].append("\n".join(body for _, body in scan.texts))
+        text = "\n".join(body for _, body in scan.texts)
+        multi = manuals_per_chip[manual.chip] > 1
+        sources.append(ChapterSource(manual.chip, manual.revision, scan.chapter, multi, text))
     return sources
 
 
-def word_capture(
-    sources: dict[tuple[str, str], list[str]], rows: Iterable[dict[str, Any]]
-) -> list[ChapterCapture]:
-    """Capture per (chip, chapter); a P4 chapter in both manuals takes the larger count of each word."""
-    chunk_bags: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
-    chunk_rows: Counter[tuple[str, str]] = Counter()
+def edition_key(file_path: str) -> str:
+    """ESP32-P4's `NN-NAME-latest` chapter is the mainline edition of `NN-NAME`: a chunk identical in
+    both editions may be filed under either path, so both paths count for either edition."""
+    return re.sub(r"-latest(?=__EN$)", "", file_path)
+
+
+def _row_holds(row: dict[str, Any], source: ChapterSource) -> bool:
+    if source.chip not in row.get("chips", []):
+        return False
+    if edition_key(row.get("file_path", "")) != edition_key(source.chapter):
+        return False
+    revisions = row.get("revisions", [])
+    return source.revision in revisions or (not source.multi_revision and not revisions)
+
+
+def word_capture(sources: list[ChapterSource], rows: Iterable[dict[str, Any]]) -> list[ChapterCapture]:
+    """Capture per chapter of each manual, against the chunks that chip and revision can see."""
+    by_edition: dict[tuple[str, str], list[tuple[dict[str, Any], Counter[str]]]] = defaultdict(list)
     for row in rows:
         if row.get("doc_type") != "trm":
             continue
         bag = word_bag(row.get("text", ""))
         for chip in row.get("chips", []):
-            key = (chip, row.get("file_path", ""))
-            chunk_bags[key].update(bag)
-            chunk_rows[key] += 1
+            by_edition[(chip, edition_key(row.get("file_path", "")))].append((row, bag))
     results: list[ChapterCapture] = []
-    for key, texts in sorted(sources.items()):
-        source: Counter[str] = Counter()
-        for text in texts:
-            source |= word_bag(delatex(text))
-        chunks = chunk_bags.get(key, Counter())
-        lost = Counter({w: c - chunks.get(w, 0) for w, c in source.items() if c > chunks.get(w, 0)})
+    for source in sources:
+        wanted = word_bag(delatex(source.text))
+        chunks: Counter[str] = Counter()
+        matched = 0
+        for row, bag in by_edition.get((source.chip, edition_key(source.chapter)), []):
+            if _row_holds(row, source):
+                chunks.update(bag)
+                matched += 1
+        lost = Counter({w: c - chunks.get(w, 0) for w, c in wanted.items() if c > chunks.get(w, 0)})
         results.append(
             ChapterCapture(
-                key[0],
-                key[1],
-                sum(source.values()),
-                chunk_rows[key],
-                capture(source, chunks),
+                source.chip,
+                source.revision,
+                source.chapter,
+                sum(wanted.values()),
+                matched,
+                capture(wanted, chunks),
                 tuple(w for w, _ in lost.most_common(8)),
             )
         )
@@ -252,15 +283,18 @@ def word_capture(
 
 
 def macro_coverage(
-    sources: dict[tuple[str, str], list[str]], rows: Iterable[dict[str, Any]]
+    sources: list[ChapterSource], rows: Iterable[dict[str, Any]]
 ) -> list[tuple[str, int, int]]:
     """(macro, uses in the sources, raw `\\name` left in chunk text), most used in the sources first.
 
     Only names the sources use count as survivors, so a C string's `\\n` in a code listing is not one.
     """
     used: Counter[str] = Counter()
-    for texts in sources.values():
-        used.update(MACRO_RE.findall(texts[0]))
+    seen: set[str] = set()
+    for source in sources:  # a chapter printed in two manuals counts once
+        if source.chapter not in seen:
+            seen.add(source.chapter)
+            used.update(MACRO_RE.findall(source.text))
     raw: Counter[str] = Counter()
     for row in rows:
         if row.get("doc_type") == "trm":
@@ -294,7 +328,7 @@ def _run_words(args: argparse.Namespace) -> int:
         print(f"chapters under {FLAG_BELOW:.0%} word capture:")
         for r in flagged:
             print(
-                f"  {r.ratio:6.1%} {r.chip:9} {r.chapter}  ({r.source_words} words, {r.chunk_rows} chunks; "
+                f"  {r.ratio:6.1%} {r.label:17} {r.chapter}  ({r.source_words} words, {r.chunk_rows} chunks; "
                 f"lost e.g. {', '.join(r.lost_examples[:5])})"
             )
     print(

@@ -28,7 +28,7 @@ def write(tmp_path: Path, rows: list[dict[str, Any]]) -> str:
 
 def captures(rows: list[dict[str, Any]]) -> dict[str, float]:
     results = tv.word_capture(tv.chapter_sources(TRM, progress=False), rows)
-    return {f"{r.chip}:{r.chapter}": r.ratio for r in results}
+    return {f"{r.label}:{r.chapter}": r.ratio for r in results}
 
 
 def test_delatex_keeps_text_arguments_and_drops_markup() -> None:
@@ -58,7 +58,7 @@ def test_correct_ingest_captures_every_chapter(tmp_path: Path) -> None:
 
 def test_tag_selected_text_is_not_expected_in_chunks() -> None:
     # 02-UART holds a \tagged{ESP32-C61} sentence the C3 manual does not print; the good chunks omit it.
-    assert captures(good_rows())["esp32c3:ESP32-C3/02-UART__EN"] == 1.0
+    assert captures(good_rows())["esp32c3@mainline:ESP32-C3/02-UART__EN"] == 1.0
 
 
 def test_chapter_with_half_its_text_missing_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -67,7 +67,7 @@ def test_chapter_with_half_its_text_missing_fails(tmp_path: Path, capsys: pytest
         for r in good_rows()
         if not (r["file_path"] == "ESP32-C3/01-I2C__EN" and r["chunk_index"] in (0, 2, 3))
     ]
-    ratio = captures(rows)["esp32c3:ESP32-C3/01-I2C__EN"]
+    ratio = captures(rows)["esp32c3@mainline:ESP32-C3/01-I2C__EN"]
     assert ratio < tv.DEFAULT_FAIL_BELOW
     assert tv.main(["words", write(tmp_path, rows), "--trm-path", str(TRM)]) == 1
     assert "ESP32-C3/01-I2C__EN" in capsys.readouterr().out
@@ -75,7 +75,7 @@ def test_chapter_with_half_its_text_missing_fails(tmp_path: Path, capsys: pytest
 
 def test_chapter_with_no_chunks_captures_nothing(tmp_path: Path) -> None:
     rows = [r for r in good_rows() if r["file_path"] != "ESP8684/01-SPI__EN"]
-    assert captures(rows)["esp32c2:ESP8684/01-SPI__EN"] == 0.0
+    assert captures(rows)["esp32c2@mainline:ESP8684/01-SPI__EN"] == 0.0
     assert tv.main(["words", write(tmp_path, rows), "--trm-path", str(TRM)]) == 1
 
 
@@ -85,7 +85,7 @@ def test_truncated_register_descriptions_lower_capture_but_within_tolerance() ->
     uart["text"] = uart["text"].replace(
         ": Configures the integral part of the divisor for baud rate generation.", ""
     )
-    ratio = captures(rows)["esp32c3:ESP32-C3/02-UART__EN"]
+    ratio = captures(rows)["esp32c3@mainline:ESP32-C3/02-UART__EN"]
     assert tv.DEFAULT_FAIL_BELOW < ratio < 1.0
 
 
@@ -127,3 +127,16 @@ def test_real_chapter_delatex_yields_prose_and_register_names() -> None:
     assert {"i2c_scl_high_period_reg", "master", "slave", "clock"} <= set(words)
     assert not {"regdesc", "fielddesc", "modulefiles", "hline", "textwidth"} & set(words)
     assert sum(words.values()) > 5_000
+
+
+def test_p4_chunk_shared_by_both_editions_counts_for_each() -> None:
+    rows = good_rows()
+    v13 = next(r for r in rows if r["file_path"] == "ESP32-P4/01-AES__EN")
+    latest = next(r for r in rows if r["file_path"] == "ESP32-P4/01-AES-latest__EN")
+    # what the ingest's merge produces: the common text once, under the first edition's path
+    v13["revisions"] = ["v1.3", "mainline"]
+    latest["text"] = "AES Accelerator (AES)\n\n" + latest["text"].split("\n\n", 2)[2].split("\n\n", 1)[1]
+    result = captures(rows)
+    assert result["esp32p4@mainline:ESP32-P4/01-AES-latest__EN"] == 1.0
+    v13["revisions"] = ["v1.3"]  # without the mainline label the mainline edition loses that text
+    assert captures(rows)["esp32p4@mainline:ESP32-P4/01-AES-latest__EN"] < 0.6
