@@ -146,37 +146,84 @@ def evaluate(
     expanded = _expand(expression, macros, depth, memo)
     if expanded is None:
         return None
-    arithmetic = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", expanded).replace("/", "//")
-    if re.search(r"[^0-9a-fA-FxX+\-*/()<>|&~ \t]", arithmetic):
+    arithmetic = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", expanded)
+    if re.search(r"[^0-9a-fA-FxX+\-*/()<>|&~?:=! \t]", arithmetic) or re.search(r"!(?!=)", arithmetic):
         return None
+    python = _ternary_to_python(arithmetic.replace("/", "//").replace("&&", " and ").replace("||", " or "))
     try:
-        tree = ast.parse(arithmetic, mode="eval")
+        tree = ast.parse(python, mode="eval")
     except SyntaxError:
         return None
-    allowed = (
-        ast.Expression,
-        ast.BinOp,
-        ast.UnaryOp,
-        ast.Constant,
-        ast.Add,
-        ast.Sub,
-        ast.Mult,
-        ast.FloorDiv,
-        ast.LShift,
-        ast.RShift,
-        ast.BitOr,
-        ast.BitAnd,
-        ast.Invert,
-        ast.USub,
-        ast.UAdd,
-    )
-    if not all(isinstance(node, allowed) for node in ast.walk(tree)):
+    if not all(isinstance(node, _ALLOWED_NODES) for node in ast.walk(tree)):
         return None
     try:
-        value = eval(compile(tree, "<address>", "eval"), {"__builtins__": {}})  # only arithmetic nodes
+        value = eval(compile(tree, "<address>", "eval"), {"__builtins__": {}})  # checked: arithmetic only
     except (ArithmeticError, ValueError):
         return None
-    return value if isinstance(value, int) else None
+    return int(value) if isinstance(value, int) else None
+
+
+_ALLOWED_NODES = (
+    ast.Expression,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.BoolOp,
+    ast.Compare,
+    ast.IfExp,
+    ast.Constant,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.FloorDiv,
+    ast.LShift,
+    ast.RShift,
+    ast.BitOr,
+    ast.BitAnd,
+    ast.Invert,
+    ast.USub,
+    ast.UAdd,
+    ast.And,
+    ast.Or,
+    ast.Gt,
+    ast.Lt,
+    ast.GtE,
+    ast.LtE,
+    ast.Eq,
+    ast.NotEq,
+)
+
+
+def _ternary_to_python(expression: str) -> str:
+    """C ``c ? a : b`` -> Python ``(a) if (c) else (b)``, innermost group first
+    (ESP32's REG_UART_BASE(i) picks UART2's base with one)."""
+    question = expression.find("?")
+    if question < 0:
+        return expression
+    depth, start = 0, 0
+    for pos in range(question - 1, -1, -1):
+        depth += (expression[pos] == ")") - (expression[pos] == "(")
+        if depth < 0:
+            start = pos + 1
+            break
+    depth, colon, end = 0, -1, len(expression)
+    for pos in range(question + 1, len(expression)):
+        char = expression[pos]
+        depth += (char == "(") - (char == ")")
+        if depth == 0 and char == ":" and colon < 0:
+            colon = pos
+        if depth < 0:
+            end = pos
+            break
+    if colon < 0:
+        return expression
+    condition, then, otherwise = (
+        expression[start:question],
+        expression[question + 1 : colon],
+        expression[colon + 1 : end],
+    )
+    then, condition, otherwise = (_ternary_to_python(part) for part in (then, condition, otherwise))
+    converted = f"(({then}) if ({condition}) else ({otherwise}))"
+    return _ternary_to_python(expression[:start] + converted + expression[end:])
 
 
 def _expand(
@@ -277,7 +324,7 @@ class ChipIndex:
     macros: dict[str, Macro] = field(default_factory=dict)
 
     memo: dict[str, int | None] = field(default_factory=dict)  # object-like macro values
-    _addresses: dict[int, list[str]] | None = None
+    _addresses: dict[int, list[tuple[str, int]]] | None = None
     _bases: dict[str, int] | None = None
 
     def header_registers(self) -> list[Macro]:
@@ -299,13 +346,13 @@ class ChipIndex:
             }
         return self._bases
 
-    def addresses(self) -> dict[int, list[str]]:
-        """Absolute address -> header register names, every real instance of parameterised ones."""
+    def addresses(self) -> dict[int, list[tuple[str, int]]]:
+        """Absolute address -> (header register name, instance), every real instance included."""
         if self._addresses is None:
             self._addresses = defaultdict(list)
             for macro in self.header_registers():
-                for value in _instance_addresses(self, macro):
-                    self._addresses[value].append(macro.name)
+                for instance, value in enumerate(_instance_addresses(self, macro)):
+                    self._addresses[value].append((macro.name, instance))
         return self._addresses
 
 
@@ -553,7 +600,7 @@ def _absolute_answer(index: ChipIndex, answer: dict[str, Any], defines: list[Mac
     offset = _parse_offset(answer.get("address"))
     if offset is not None and offset >= _OFFSET_LIMIT:
         return {"address_absolute": f"0x{offset:08X}", "absolute_from": "the manual gives it absolute"}
-    base = _chapter_base(index, answer.get("file_path"))
+    base = _chapter_base(index, answer.get("file_path"), answer.get("documented_as") or answer["name"])
     if offset is not None and base is not None:
         return {
             "address_absolute": f"0x{base[0] + offset:08X}",
@@ -571,14 +618,16 @@ def _parse_offset(address: str | None) -> int | None:
         return None
 
 
-def _chapter_base(index: ChipIndex, file_path: str | None) -> tuple[int, str] | None:
-    """The peripheral base of a TRM chapter, inferred from a sibling register the headers define."""
+def _chapter_base(index: ChipIndex, file_path: str | None, name: str) -> tuple[int, str] | None:
+    """The peripheral base of a register, inferred from a sibling in the same chapter with the same
+    name prefix (a UART chapter also documents UHCI) that the headers define."""
     if not file_path:
         return None
+    prefix = name.split("_", 1)[0] + "_"
     votes: dict[tuple[int, str], int] = defaultdict(int)
     for name, entries in index.trm.items():
         entry = entries[0]
-        if entry.row["file_path"] != file_path or name not in index.macros:
+        if entry.row["file_path"] != file_path or name not in index.macros or not name.startswith(prefix):
             continue
         offset = _parse_offset(entry.register["address"])
         value = _absolute(index, index.macros[name])
@@ -590,14 +639,14 @@ def _chapter_base(index: ChipIndex, file_path: str | None) -> tuple[int, str] | 
 
 def _unknown_name_message(index: ChipIndex, name: str) -> str:
     names = list(index.trm) + [m.name for m in index.header_registers()]
-    close = difflib.get_close_matches(name.upper(), names, n=5, cutoff=0.6)
+    close = difflib.get_close_matches(name.upper(), list(dict.fromkeys(names)), n=5, cutoff=0.6)
     scope = index.chip + (f" revision {index.revision}" if index.revision else "")
     hint = f"; closest names: {', '.join(close)}" if close else ""
     return f"no register {name!r} on {scope}{hint}"
 
 
-def _registers_at(index: ChipIndex, address: int, peripheral: str | None) -> list[str]:
-    """Register names at an absolute address, or at an offset within ``peripheral``."""
+def _registers_at(index: ChipIndex, address: int, peripheral: str | None) -> list[tuple[str, int]]:
+    """(register name, instance) at an absolute address, or at an offset within ``peripheral``."""
     if peripheral is not None:
         prefix = peripheral.upper().rstrip("_") + "_"
         documented = [
@@ -606,7 +655,7 @@ def _registers_at(index: ChipIndex, address: int, peripheral: str | None) -> lis
             if name.startswith(prefix) and _parse_offset(entries[0].register["address"]) == address
         ]
         if documented:
-            return documented
+            return [(name, 0) for name in documented]
         base_names = [f"DR_REG_{peripheral.upper()}_BASE", f"DR_REG_{peripheral.upper()}0_BASE"]
         base = next((evaluate(b, index.macros) for b in base_names if b in index.macros), None)
         if base is None:
@@ -725,10 +774,12 @@ def lookup_register(
         names = _registers_at(index, target, peripheral)
         if not names:
             raise ValueError(_address_not_found(index, target))
-        answer = _describe_register(index, names[0])
+        answer = _describe_register(index, names[0][0])
         answer["queried_address"] = f"0x{target:X}" + (f" in {peripheral}" if peripheral else "")
+        if names[0][1]:
+            answer["queried_instance"] = names[0][1]  # e.g. UART2 of UART_CLKDIV_REG(i)
         if len(names) > 1:
-            answer["also_at_this_address"] = names[1:]
+            answer["also_at_this_address"] = [name for name, _ in names[1:]]
     else:
         answer = _describe_register(index, _validate_identifier(name, "name"))  # type: ignore[arg-type]
     answer = {"chip": chip_id, "revision": rev, "revision_scope": _revision_scope(chip_id, rev), **answer}

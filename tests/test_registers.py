@@ -108,7 +108,10 @@ def test_parameter_regex_matches_instances_only() -> None:
         ("(BIT(3))", 8),
         ("0x10U << 4", 0x100),
         ("UNKNOWN_MACRO + 1", None),
-        ("(i) > 1 ? 0xe000 : 0", None),
+        ("(DR_REG_UART_BASE + (2) * 0x10000 + ( (2) > 1 ? 0xe000 : 0 ) )", 0x6002E000),
+        ("(1 > 1 ? 0xe000 : 1 ? 0x10 : 0)", 0x10),
+        ("X > 1 ? 2 : 3", None),
+        ("__import__('os')", None),
     ],
 )
 def test_evaluate_expands_macros_and_refuses_what_it_cannot_compute(
@@ -168,7 +171,7 @@ def test_address_lookup_absolute_offset_and_other_instance(table: Any) -> None:
     by_offset = registers.lookup_register(table, "esp32c3", address=0x14, peripheral="UART")
     assert by_offset["name"] == "UART_CLKDIV_REG" and by_offset["queried_address"] == "0x14 in UART"
     uart1 = registers.lookup_register(table, "esp32c3", address="0x6001_0014")
-    assert uart1["name"] == "UART_CLKDIV_REG"
+    assert uart1["name"] == "UART_CLKDIV_REG" and uart1["queried_instance"] == 1
 
 
 def test_instances_stop_at_another_peripherals_base(table: Any) -> None:
