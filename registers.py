@@ -147,6 +147,9 @@ def evaluate(
     if expanded is None:
         return None
     arithmetic = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", expanded)
+    if _SUM_ONLY.fullmatch(arithmetic):
+        # base + offset, the shape of almost every register address: no parser needed
+        return sum(_c_int(token) for token in re.findall(r"0[xX][0-9a-fA-F]+|\d+", arithmetic))
     if re.search(r"[^0-9a-fA-FxX+\-*/()<>|&~?:=! \t]", arithmetic) or re.search(r"!(?!=)", arithmetic):
         return None
     python = _ternary_to_python(arithmetic.replace("/", "//").replace("&&", " and ").replace("||", " or "))
@@ -161,6 +164,15 @@ def evaluate(
     except (ArithmeticError, ValueError):
         return None
     return int(value) if isinstance(value, int) else None
+
+
+_SUM_ONLY = re.compile(
+    r"[\s()+]*(?:0[xX][0-9a-fA-F]+|[1-9]\d*|0)(?:[\s()+]+(?:0[xX][0-9a-fA-F]+|[1-9]\d*|0))*[\s()]*"
+)
+
+
+def _c_int(token: str) -> int:
+    return int(token, 16) if token[:2].lower() == "0x" else int(token)
 
 
 _ALLOWED_NODES = (
@@ -255,9 +267,15 @@ def _expand(
             args, position = _call_args(expression, position)
             if args is None or len(args) != len(macro.params):
                 return None
-            for param, arg in zip(macro.params, args, strict=True):
-                body = re.sub(rf"\b{re.escape(param)}\b", f"({arg})", body)
-            value = evaluate(body, macros, depth + 1, memo)
+            call = f"{name}({','.join(args)})"
+            if memo is not None and call in memo:
+                value = memo[call]
+            else:
+                for param, arg in zip(macro.params, args, strict=True):
+                    body = re.sub(rf"\b{re.escape(param)}\b", f"({arg})", body)
+                value = evaluate(body, macros, depth + 1, memo)
+                if memo is not None:
+                    memo[call] = value
         elif memo is not None and name in memo:
             value = memo[name]
         else:
