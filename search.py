@@ -30,9 +30,12 @@ MODES = ("hybrid", "vector", "fts")
 MAX_K = 20
 MAX_QUERY_CHARS = 2000
 RRF_K = 60
-# An exact identifier hit outweighs a document ranked first by both vector and full-text search
-# (3/61 > 2/61), so a query that is just an identifier returns its definition first.
-SYMBOL_WEIGHT = 3.0
+# The symbol retriever ranks its hits in tiers (defining passage before table row before passing
+# mention; exact name before a parameterised or wildcard match); hits in one tier share a rank.
+# With a small constant, one tier step (1/2 vs 1/3) outweighs anything vector and full-text can add
+# together (at most 2/61), so a query that is just an identifier returns its definition first, and
+# within a tier the vector + full-text fusion decides.
+SYMBOL_RRF_K = 1
 CANDIDATE_POOL = 40
 SYMBOL_POOL = 200
 RESULT_TEXT_CHARS = 2400
@@ -318,7 +321,7 @@ class SearchEngine:
         else:
             ranked = self._hybrid(query, where)
         if symbols:
-            ranked = self._fuse_symbols(ranked, self._symbol_hits(symbols, where))
+            ranked = self._fuse_symbols(ranked, self._symbol_hits(symbols, where), symbols)
 
         results = [self._result(row, filters.chip, symbols) for row in ranked[:k]]
         payload = {
@@ -414,12 +417,16 @@ class SearchEngine:
         hits.sort(key=lambda row: (_definition_rank(row, symbols), row["file_path"], row["chunk_index"]))
         return hits
 
-    def _fuse_symbols(self, ranked: list[dict[str, Any]], hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Add the symbol retriever's reciprocal-rank contribution to the vector+full-text fusion."""
+    def _fuse_symbols(
+        self, ranked: list[dict[str, Any]], hits: list[dict[str, Any]], symbols: list[str]
+    ) -> list[dict[str, Any]]:
+        """Add the symbol retriever's reciprocal-rank contribution (by tier) to the vector+FTS fusion."""
         by_id = {row["_rowid"]: row for row in ranked}
-        for rank, hit in enumerate(hits[:CANDIDATE_POOL], 1):
+        tiers = sorted({_definition_rank(hit, symbols)[:2] for hit in hits})
+        for hit in hits[:CANDIDATE_POOL]:
+            tier_rank = tiers.index(_definition_rank(hit, symbols)[:2]) + 1
             row = by_id.setdefault(hit["_rowid"], {**hit, "matched_by": [], "score": 0.0})
-            row["score"] += SYMBOL_WEIGHT / (RRF_K + rank)
+            row["score"] += 1.0 / (SYMBOL_RRF_K + tier_rank)
             row["matched_by"].append("symbol")
         return sorted(by_id.values(), key=lambda row: -row["score"])
 
