@@ -96,11 +96,13 @@ def page_capture(root: etree._Element, page_rows: Iterable[dict[str, Any]]) -> t
     got: Counter[str] = Counter()
     headed: set[str] = set()
     for row in page_rows:
-        path_line = row["text"].split("\n\n", 1)[0]
-        if path_line not in headed:
-            # a section title is page text once, though every chunk of the section repeats it
-            headed.add(path_line)
-            got.update(tokens(path_line.rsplit(" > ", 1)[-1]))
+        path = row["text"].split("\n\n", 1)[0].split(" > ")
+        for depth in range(1, len(path) + 1):
+            # a section title is page text once, though every chunk below it repeats it
+            prefix = " > ".join(path[:depth])
+            if prefix not in headed:
+                headed.add(prefix)
+                got.update(tokens(path[depth - 1]))
         got.update(tokens(chunk_body(row["text"])))
     kept = sum(min(count, got[word]) for word, count in reference.items())
     return kept / total, total
@@ -205,7 +207,7 @@ def check_against_xml(
         name="capture",
         ok=bool(captures) and not low_pages,
         summary=(
-            f"{len(captures)} pages ({empty} without text skipped), mean capture {mean:.1%}, "
+            f"{len(captures)} pages ({empty} without text skipped), mean capture {mean:.2%}, "
             f"min {min(captures, default=0):.1%}, {len(low_pages)} under {threshold:.0%}"
         ),
         problems=low_pages,
