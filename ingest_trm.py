@@ -117,7 +117,7 @@ def discover_manuals(trm_root: Path, only_chips: list[str] | None = None) -> lis
             for p in folder.iterdir()
             if p.is_file() and p.name.endswith("__EN.tex") and not CHAPTER_ROOT.match(p.name)
         )
-        if not roots:
+        if not roots and not aggregators:
             continue
         chip_name = _chip_name(folder)
         resolver = IncludeResolver([folder])

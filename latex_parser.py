@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from itertools import pairwise
 from pathlib import Path
 
@@ -51,7 +51,9 @@ MAX_MACRO_PASSES = 8
 
 _IDENTIFIER = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 _ACCESS_SUFFIX = re.compile(r"\(\s*([A-Z][A-Za-z0-9]*(?:\s*/\s*[A-Za-z0-9]+)*)\s*\)\s*$")
-_PARAM_NOTE = re.compile(r"\(\s*([A-Za-z]+\s*:[^()]*)\)")
+_PARAM_NOTE = re.compile(r"\(([^()]*)\)")
+# a header whose parameter note slipped into the address argument: ``{n: 1 - 31)(0x00C8 + 4*n}``
+_NOTE_IN_ADDRESS = re.compile(r"([A-Za-z]+\s*:[^()]*)\)\s*\((.*)")
 
 
 class LatexError(ValueError):
@@ -528,14 +530,48 @@ def _converter() -> tuple[latexwalker.LatexContextDb, LatexNodes2Text]:
     return walker_db, LatexNodes2Text(latex_context=text_db, math_mode="text", strict_latex_spaces=False)
 
 
+_SIMPLE_ESCAPE = re.compile(r"(?<!\\)\\([_&%#])")
+_NEEDS_LATEX = re.compile(r"[\\{}$~^]|--|``|''")
+
+
+# the commonest markup, rewritten with the same result pylatexenc gives (non-nested arguments only)
+_COMMON_MARKUP: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\\label\{[^{}\\]*\}"), ""),
+    (re.compile(r"\\hyperref\[[^\]]*\]\{([^{}\\]*)\}"), r"\1"),
+    (re.compile(r"\\(?:ref|nameref|autoref)\{(?:[^{}\\:]*:)?([^{}\\]*)\}"), r"\1"),
+    (re.compile(r"\\(?:textbf|textit|texttt|emph|textrm|textsf)\{([^{}\\]*)\}"), r"\1"),
+    (re.compile(r"\\(?:hline|centering|small|scriptsize|footnotesize|newpage|clearpage)(?![A-Za-z])"), ""),
+    (re.compile(r"\\cline\{[^{}\\]*\}"), ""),
+    (re.compile(r"\\regindex\{([^{}\\]*)\}"), r"\1"),
+    (re.compile(r"\\makecell(?:\[[^\]]*\])?\{([^{}\\]*)\}"), r"\1"),
+    (re.compile(r"\\multirow(?:\[[^\]]*\])?\{[^{}\\]*\}(?:\[[^\]]*\])?\{[^{}\\]*\}\{([^{}\\]*)\}"), r"\1"),
+    (re.compile(r"\\\\(?!\\)\s*"), "\n"),
+)
+
+
+def _simplify_common_markup(fragment: str) -> str:
+    for pattern, replacement in _COMMON_MARKUP:
+        fragment = pattern.sub(replacement, fragment)
+    return fragment
+
+
+@lru_cache(maxsize=200_000)
 def latex_to_text(fragment: str) -> str:
-    """Plain text of a LaTeX fragment, line breaks kept, runs of spaces collapsed."""
+    """Plain text of a LaTeX fragment, line breaks kept, runs of spaces collapsed.
+
+    Fragments without markup (most table cells) skip pylatexenc, and results are cached: the
+    same cells and paragraphs recur across a chip's manuals.
+    """
     if not fragment.strip():
         return ""
-    walker_db, l2t = _converter()
-    walker = latexwalker.LatexWalker(fragment, latex_context=walker_db, tolerant_parsing=True)
-    nodes, _pos, _len = walker.get_latex_nodes()
-    text = l2t.nodelist_to_text(nodes).replace("\xa0", " ")
+    plain = _simplify_common_markup(_SIMPLE_ESCAPE.sub(r"\1", fragment))
+    if _NEEDS_LATEX.search(plain):
+        walker_db, l2t = _converter()
+        walker = latexwalker.LatexWalker(fragment, latex_context=walker_db, tolerant_parsing=True)
+        nodes, _pos, _len = walker.get_latex_nodes()
+        text = l2t.nodelist_to_text(nodes).replace("\xa0", " ")
+    else:
+        text = plain
     lines = [re.sub(r"[ \t]+", " ", line).strip() for line in text.split("\n")]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
@@ -703,10 +739,19 @@ def _parse_register_header(env_text: str) -> tuple[str, str, str, int] | None:
     note = ""
     note_match = _PARAM_NOTE.search(raw_name)
     if note_match:
-        note = re.sub(r"\s*:\s*", ": ", note_match.group(1).strip())
+        # ``(n: 0-7)``, ``(m=2,3)``, ``(for I2S0 only)``: everything in parentheses qualifies the name
+        note = _normalise_note(note_match.group(1))
         raw_name = raw_name[: note_match.start()] + raw_name[note_match.end() :]
     name = re.sub(r"\s+", "", raw_name)
-    return name, note, render_address(address_latex), end
+    address = render_address(address_latex)
+    slipped = _NOTE_IN_ADDRESS.fullmatch(address)
+    if slipped and not note:
+        note, address = _normalise_note(slipped.group(1)), slipped.group(2).strip()
+    return name, note, address, end
+
+
+def _normalise_note(note: str) -> str:
+    return re.sub(r"\s*:\s*", ": ", re.sub(r"\s+", " ", note.strip()))
 
 
 def render_address(latex: str) -> str:

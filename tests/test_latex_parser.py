@@ -245,3 +245,25 @@ def _all_blocks(section: lp.Section) -> list[lp.Block]:
     for child in section.children:
         blocks.extend(_all_blocks(child))
     return blocks
+
+
+@pytest.mark.parametrize(
+    ("header", "first_lines"),
+    [
+        (
+            "{H}{RMT\\_CH\\regindex{n}DATA\\_REG(\\regindex{n}=0,1)}{0x0000}",
+            ["Register RMT_CHnDATA_REG (n=0,1)", "Address: 0x0000"],
+        ),
+        (
+            "{H}{SPI\\_MISC\\_REG (For SPI2 Only)}{0x003C}",
+            ["Register SPI_MISC_REG (For SPI2 Only)", "Address: 0x003C"],
+        ),
+        (
+            "{H}{INT\\_PRI\\_\\regindex{n}\\_REG}{\\regindex{n}: 1 - 31)(0x00C8 + 0x4*\\regindex{n}}",
+            ["Register INT_PRI_n_REG (n: 1 - 31)", "Address: 0x00C8 + 0x4*n"],
+        ),
+    ],
+)
+def test_irregular_register_headers(header: str, first_lines: list[str]) -> None:
+    tree = lp.build_tree("\\begin{register}" + header + "\\regfield{X}{32}{0}{{0}}\\end{register}", "C")
+    assert tree.registers[0].render().splitlines()[:2] == first_lines
