@@ -93,6 +93,13 @@ def test_structs_stay_whole_and_declare_their_names(rows: list[dict[str, Any]]) 
     assert "extern" not in shared["text"] and "__cplusplus" not in shared["text"]
 
 
+def test_documentation_only_header_still_gets_a_chunk() -> None:
+    doc = "/*\n * @file regi2c_x.h\n * @brief Analog register map notes.\n */"
+    items = ingest_source.scan_header("/* SPDX-License-Identifier: MIT */\n#pragma once\n" + doc)
+    assert [(i.kind, i.text) for i in items] == [("pp", doc)]
+    assert ingest_source.scan_header("/* SPDX-License-Identifier: MIT */\n#pragma once\n") == []
+
+
 def test_reg_base_is_kept_in_full(rows: list[dict[str, Any]]) -> None:
     (base,) = _by_path(rows, "esp32c3/register/soc/reg_base.h")
     assert "#define DR_REG_UART1_BASE                       0x60010000" in base["text"]
