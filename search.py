@@ -9,7 +9,7 @@ before a filter string is built: nothing a client sends reaches LanceDB's SQL un
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +38,12 @@ RRF_K = 60
 SYMBOL_RRF_K = 1
 CANDIDATE_POOL = 40
 SYMBOL_POOL = 200
+# Rows fetched to count a symbol's hits per corpus; totals at this cap are reported as lower bounds.
+SYMBOL_COUNT_CAP = 5000
+# embed_and_store's whitespace-tokenised, lower-cased FTS index over symbol_refs: exact identifiers in
+# a few milliseconds, where a regex scan of every row's symbols takes ~100 ms on the full store.
+SYMBOL_FTS_COLUMN = "symbol_refs"
+MAX_PLACEHOLDER_RUNS = 3
 RESULT_TEXT_CHARS = 2400
 READ_DEFAULT_CHARS = 8000
 READ_MAX_CHARS = 50000
@@ -176,6 +182,20 @@ def symbol_pattern(symbol: str) -> str:
         else:
             parts.append(re.escape(piece))
     return "".join(parts)
+
+
+def symbol_variants(symbol: str) -> list[str]:
+    """Lower-case exact tokens ``symbol`` may be stored as: itself, and each digit run as a placeholder."""
+    pieces = re.split(r"(\d+)", symbol.lower())
+    variants = [""]
+    runs = 0
+    for piece in pieces:
+        if piece.isdigit() and runs < MAX_PLACEHOLDER_RUNS:
+            runs += 1
+            variants = [v + option for v in variants for option in (piece, *INDEX_PLACEHOLDERS)]
+        else:
+            variants = [v + piece for v in variants]
+    return variants
 
 
 def _symbols_where(symbols: Iterable[str]) -> str:
@@ -405,15 +425,36 @@ class SearchEngine:
             row["score"] = float(row["_score"])
         return rows
 
+    def _symbol_rows(self, symbols: list[str], where: str | None, limit: int) -> list[dict[str, Any]]:
+        """Rows with a symbol_refs entry matching any of ``symbols`` (charset-validated identifiers).
+
+        Exact and parameterised names go through the symbol_refs FTS index (one OR query of every
+        stored spelling); only ``*`` patterns need a regex scan. Each row is re-checked against the
+        pattern, so a token that merely shares the index's spelling never counts as a hit.
+        """
+        rows: dict[int, dict[str, Any]] = {}
+        exact = [s for s in symbols if "*" not in s]
+        wildcards = [s for s in symbols if "*" in s]
+        if exact:
+            tokens = " ".join(dict.fromkeys(v for s in exact for v in symbol_variants(s)))
+            builder = (
+                self.table.search(tokens, query_type="fts", fts_columns=SYMBOL_FTS_COLUMN)
+                .select(RESULT_COLUMNS)
+                .with_row_id(True)
+                .limit(limit)
+            )
+            if where:
+                builder = builder.where(where, prefilter=True)
+            rows.update((row["_rowid"], row) for row in builder.to_arrow().to_pylist())
+        if wildcards:
+            predicate = _symbols_where(wildcards) + (f" AND {where}" if where else "")
+            scan = self.table.search().where(predicate).select(RESULT_COLUMNS).with_row_id(True).limit(limit)
+            rows.update((row["_rowid"], row) for row in scan.to_arrow().to_pylist())
+        return [row for row in rows.values() if _matched_refs(row["symbol_refs"], symbols)]
+
     def _symbol_hits(self, symbols: list[str], where: str | None) -> list[dict[str, Any]]:
         """Rows whose symbol_refs match, definitions first (no embedding involved)."""
-        predicate = _symbols_where(symbols)
-        if where:
-            predicate = f"{where} AND {predicate}"
-        rows = (
-            self.table.search().where(predicate).select(RESULT_COLUMNS).with_row_id(True).limit(SYMBOL_POOL)
-        ).to_arrow()
-        hits = rows.to_pylist()
+        hits = self._symbol_rows(symbols, where, SYMBOL_POOL)
         hits.sort(key=lambda row: (_definition_rank(row, symbols), row["file_path"], row["chunk_index"]))
         return hits
 
@@ -439,25 +480,15 @@ class SearchEngine:
         symbol = validate_symbol(symbol)
         filters = validate_filters(chip, doc_type, None)
         k = validate_k(k)
-        where = filters.where()
-        predicate = _symbols_where([symbol]) + (f" AND {where}" if where else "")
-        per_corpus: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        totals: dict[str, int] = {}
-        for doc in [filters.doc_type] if filters.doc_type else list(DOC_TYPES):
-            corpus_predicate = predicate if filters.doc_type else f"{predicate} AND doc_type = '{doc}'"
-            totals[doc] = self.table.count_rows(corpus_predicate)
-            if not totals[doc]:
-                continue
-            hits = (
-                self.table.search()
-                .where(corpus_predicate)
-                .select(RESULT_COLUMNS)
-                .limit(SYMBOL_POOL)
-                .to_arrow()
-                .to_pylist()
-            )
+        rows = self._symbol_rows([symbol], filters.where(), SYMBOL_COUNT_CAP)
+        per_corpus: dict[str, list[dict[str, Any]]] = {
+            doc: [] for doc in ([filters.doc_type] if filters.doc_type else DOC_TYPES)
+        }
+        for row in rows:
+            per_corpus[row["doc_type"]].append(row)
+        for hits in per_corpus.values():
             hits.sort(key=lambda row: (_definition_rank(row, [symbol]), row["file_path"], row["chunk_index"]))
-            per_corpus[doc] = hits
+        totals = {doc: len(hits) for doc, hits in per_corpus.items()}
         interleaved = _round_robin(list(per_corpus.values()))[:k]
         results = []
         for row in interleaved:
@@ -471,6 +502,7 @@ class SearchEngine:
             "results": results,
             "returned": len(results),
             "totals_by_doc_type": totals,
+            "totals_are_lower_bounds": len(rows) >= SYMBOL_COUNT_CAP,
             "more_results": max(total - len(results), 0),
         }
         if not total:
@@ -482,7 +514,7 @@ class SearchEngine:
         scope = f" within {filters.as_dict()}" if filters.as_dict() else ""
         message = f"no chunk names the symbol {symbol!r}{scope}"
         if filters.as_dict():
-            anywhere = self.table.count_rows(_symbols_where([symbol]))
+            anywhere = len(self._symbol_rows([symbol], None, SYMBOL_COUNT_CAP))
             if anywhere:
                 message += f"; {anywhere} chunk(s) name it without those filters"
         return message + "; try a wildcard (e.g. UART_*_REG) or esp32_docs_search for free text"
