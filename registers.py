@@ -513,6 +513,16 @@ def _find_trm(index: ChipIndex, name: str) -> tuple[TrmEntry, dict[str, str]] | 
     return None
 
 
+def _field_owner(index: ChipIndex, name: str) -> str | None:
+    """The documented register that has a field called ``name``, if exactly one does."""
+    owners = [
+        register
+        for register, entries in index.trm.items()
+        if any(f["name"] == name.upper() for f in entries[0].register["fields"])
+    ]
+    return owners[0] if len(owners) == 1 else None
+
+
 def _header_defines(index: ChipIndex, name: str, documented: str | None) -> list[Macro]:
     """Header macros for the register: the exact name, the documented name, or the instance's family."""
     found: list[Macro] = []
@@ -558,7 +568,11 @@ def _describe_register(index: ChipIndex, name: str) -> dict[str, Any]:
     documented = hit[0].register["name"] if hit else None
     defines = _header_defines(index, name, documented)
     if hit is None and not defines:
-        raise ValueError(_unknown_name_message(index, name))
+        owner = _field_owner(index, name)
+        if owner is None:
+            raise ValueError(_unknown_name_message(index, name))
+        # a field name (UART_CLKDIV_FRAG): answer with the register that holds it
+        return {**_describe_register(index, owner), "matched_field": name.upper()}
     answer: dict[str, Any] = {"name": name.upper() if hit is None or hit[1] else documented}
     if hit is not None:
         entry, instance = hit

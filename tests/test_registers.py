@@ -161,6 +161,11 @@ def test_parameterised_name_outside_its_range_is_unknown(table: Any) -> None:
         registers.lookup_register(table, "esp32c3", name="AES_KEY_9_REG")
 
 
+def test_field_name_answers_with_its_register(table: Any) -> None:
+    answer = registers.lookup_register(table, "esp32c3", name="UART_CLKDIV_FRAG")
+    assert answer["name"] == "UART_CLKDIV_REG" and answer["matched_field"] == "UART_CLKDIV_FRAG"
+
+
 def test_unknown_name_lists_closest_names(table: Any) -> None:
     with pytest.raises(ValueError, match=r"closest names: UART_CLKDIV_REG"):
         registers.lookup_register(table, "esp32c3", name="UART_CLKDIF_REG")
