@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -317,7 +317,7 @@ class _Renderer:
 
         return self._list(elem, refs, marker)
 
-    def _list(self, elem: etree._Element, refs: Refs, marker) -> str:  # type: ignore[no-untyped-def]
+    def _list(self, elem: etree._Element, refs: Refs, marker: Callable[[int], str]) -> str:
         lines: list[str] = []
         for index, item in enumerate(c for c in elem if c.tag == "list_item"):
             body = self.children(item, refs)
@@ -327,9 +327,8 @@ class _Renderer:
     def _render_definition_list(self, elem: etree._Element, refs: Refs) -> str:
         lines: list[str] = []
         for item in (c for c in elem if c.tag == "definition_list_item"):
-            term = " : ".join(
-                self.inline(c, refs) for c in item if c.tag in ("term", "classifier") and self.inline(c, refs)
-            )
+            parts = [self.inline(c, refs) for c in item if c.tag in ("term", "classifier")]
+            term = " : ".join(p for p in parts if p)
             definition = item.find("definition")
             body = self.children(definition, refs) if definition is not None else ""
             lines.append(term)
@@ -374,7 +373,8 @@ class _Renderer:
         return "".join(elem.itertext()).strip()
 
     def _render_line_block(self, elem: etree._Element, refs: Refs) -> str:
-        return "\n".join(self.inline(line, refs) for line in elem.iter("line") if self.inline(line, refs))
+        lines = [self.inline(line, refs) for line in elem.iter("line")]
+        return "\n".join(line for line in lines if line)
 
     def _render_table(self, elem: etree._Element, refs: Refs) -> str:
         caption, header, rows = self.table_rows(elem, refs)
@@ -658,12 +658,12 @@ def page_tree(page: Page, max_words: int = DEFAULT_MAX_WORDS) -> Section:
     """
     renderer = _Renderer(page.doc_path, max_words, typedef_aliases(page.root))
     top_sections = [c for c in page.root if c.tag == "section"]
-    loose = [c for c in page.root if c.tag != "section"]
-    if len(top_sections) == 1 and not _body_blocks(renderer, loose):
+    loose_blocks = _body_blocks(renderer, [c for c in page.root if c.tag != "section"])
+    if len(top_sections) == 1 and not loose_blocks:
         root = _section(renderer, top_sections[0])
         root.title = page.title
         return root
-    root = Section(title=page.title, blocks=_body_blocks(renderer, loose))
+    root = Section(title=page.title, blocks=loose_blocks)
     for index, elem in enumerate(top_sections):
         section = _section(renderer, elem)
         if index == 0 and section.title == page.title:
