@@ -1,0 +1,69 @@
+"""eval_retrieval: the gold-case matching rules, the scores, and the CLI on a real fixture store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_search import FIXTURES, build_fixture_store
+
+from eval_retrieval import Case, CaseFileError, Scores, answers, first_answer_rank, load_cases, main
+
+QUERIES = FIXTURES / "queries.jsonl"
+
+
+def case(must: tuple[str, ...] = ("UART_CLKDIV_REG", "0x0014"), any_of: tuple[str, ...] = ()) -> Case:
+    return Case("c", "trm-register", "q", {}, must, any_of)
+
+
+def test_answers_needs_every_must_and_one_any_case_insensitively() -> None:
+    assert answers("Register uart_clkdiv_reg\nAddress: 0X0014", case())
+    assert not answers("Register UART_CLKDIV_REG\nAddress: 0x0024", case())
+    assert answers("UART_CLKDIV_REG 0x0014 R/W", case(any_of=("r/w", "RO")))
+    assert not answers("UART_CLKDIV_REG 0x0014 WT", case(any_of=("R/W", "RO")))
+    assert not answers("HMAC 0x0048", case(must=("0x048",))), "0x048 is not a substring of 0x0048"
+
+
+def test_first_answer_rank_and_scores() -> None:
+    results = [{"text": "nothing"}, {"text": "UART_CLKDIV_REG at 0x0014"}]
+    assert first_answer_rank(results, case()) == 2
+    assert first_answer_rank([{"text": "x"}] * 10 + results, case()) is None, "only the top 10 count"
+    scores = Scores([1, 2, None, 7])
+    assert scores.hit(1) == 0.25 and scores.hit(5) == 0.5 and scores.hit(10) == 0.75
+    assert scores.mrr() == pytest.approx((1 + 1 / 2 + 1 / 7) / 4)
+
+
+def test_load_cases_filters_by_doc_type_and_names_bad_lines(tmp_path: Path) -> None:
+    assert [c.id for c in load_cases(QUERIES, "trm")] == ["t-reg-1", "t-reg-2"]
+    assert len(load_cases(QUERIES)) == 5
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"id": "x", "category": "c", "query": "q", "must_contain": ["a"]}\n{"id": "y"}\n')
+    with pytest.raises(CaseFileError, match=r"broken.jsonl:2"):
+        load_cases(broken)
+
+
+def test_cli_scores_a_real_store_per_category(
+    tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = build_fixture_store(tmp_path_factory.getbasetemp() / "search-store")
+    assert main([str(QUERIES), "--db", str(store), "--mode", "all", "--show-misses"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line[:1].isalpha()}
+    assert rows["trm-register"][1] == "2" and rows["idf-api"][1] == "2" and rows["OVERALL"][1] == "5"
+    assert "hybrid: hit@1 0.80 hit@10 0.80 MRR@10 0.80" in out
+    assert "t-api-2" in out.split("misses (hybrid):")[1].split("misses (vector):")[0]
+
+
+def test_cli_exits_2_on_bad_input(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([str(QUERIES), "--db", str(tmp_path / "absent.lancedb")]) == 2
+    assert "no store at" in capsys.readouterr().err
+    assert main([str(tmp_path / "missing.jsonl")]) == 2
+    bad_chip = tmp_path / "bad_chip.jsonl"
+    bad_chip.write_text(
+        '{"id": "b", "category": "c", "query": "q", "filters": {"chip": "esp99"}, "must_contain": ["a"]}\n'
+    )
+    store = build_fixture_store(tmp_path_factory.getbasetemp() / "search-store")
+    assert main([str(bad_chip), "--db", str(store)]) == 2
+    assert "valid chips" in capsys.readouterr().err
