@@ -276,6 +276,8 @@ class _Renderer:
                 refs.symbol(text)
         elif tag == "footnote_reference":
             return f"[{text}]"
+        elif tag == "option_argument":
+            return child.get("delimiter", " ") + text  # `--port PORT`: the gap is an attribute
         return text
 
     # blocks ----------------------------------------------------------------------------------------

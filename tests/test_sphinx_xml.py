@@ -239,3 +239,19 @@ def test_malformed_page_raises_an_error_naming_the_file(tmp_path: Path) -> None:
     broken.write_text(HEADER + '<document source="/esp-idf/docs/en/broken.rst"><section>', encoding="utf-8")
     with pytest.raises(PageError, match=r"broken\.xml"):
         load_page(broken, tmp_path)
+
+
+def test_option_list_keeps_each_option_with_its_argument(tmp_path: Path) -> None:
+    options = "".join(
+        f"<option_list_item><option_group><option><option_string>{flag}</option_string>"
+        f'<option_argument delimiter="{gap}">{arg}</option_argument></option></option_group>'
+        f"<description><paragraph>{meaning}</paragraph></description></option_list_item>"
+        for flag, gap, arg, meaning in (("--port", " ", "PORT", "Serial port."), ("-9", "", "dBm", "Power."))
+    )
+    page = _write(
+        tmp_path,
+        "tool.xml",
+        '<document source="/esp-idf/docs/en/tool.rst"><section ids="t"><title>Tool</title>'
+        f"<option_list>{options}</option_list></section></document>",
+    )
+    assert page_tree(page).blocks[0].text.splitlines() == ["--port PORT  Serial port.", "-9dBm  Power."]
