@@ -719,7 +719,7 @@ def _cmd_check_registers(args: argparse.Namespace) -> str:
         resolved += facts["resolved"]
         cats = ", ".join(f"{k} {v}" for k, v in sorted(facts["categories"].items()))
         print(
-            f"{chip:10s} {facts['resolved']:5d}/{facts['trm_registers']:5d} {facts['share']:6.1%}  ({cats})"
+            f"{chip:16s} {facts['resolved']:5d}/{facts['trm_registers']:5d} {facts['share']:6.1%}  ({cats})"
         )
         for category, names in facts["samples"].items():
             if names:
