@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,6 +15,7 @@ import pytest
 from anyio.from_thread import start_blocking_portal
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 from test_search import build_fixture_store
 
@@ -144,3 +148,36 @@ def test_demo_builds_on_first_use_and_labels_results(tmp_path: Path) -> None:
     assert "Register LEDC_CHn_CONF0_REG" in payload["results"][0]["text"]
     assert payload["results"][0]["source_commit"] == "805f2ea20bbaa7670803b3b512ab611640fdf9a9"
     assert list((tmp_path / "cache" / "esp32-docs-mcp").glob("demo-*.lancedb"))
+
+
+async def find_symbol_over_http(url: str) -> CallToolResult:
+    async with streamable_http_client(url) as streams, ClientSession(streams[0], streams[1]) as session:
+        await session.initialize()
+        return await session.call_tool("esp32_docs_find_symbol", {"symbol": "uart_driver_install"})
+
+
+def test_http_transport_serves_on_localhost(tmp_path_factory: pytest.TempPathFactory) -> None:
+    store = build_fixture_store(tmp_path_factory.getbasetemp() / "search-store")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "mcp_server.py", "--db", str(store), "--transport", "http", "--port", str(port)],
+        cwd=REPO,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "HTTP server did not come up"
+                time.sleep(0.5)
+        with start_blocking_portal() as portal:
+            result = portal.call(find_symbol_over_http, f"http://127.0.0.1:{port}/mcp")
+        assert not result.is_error and result.structured_content["totals_by_doc_type"]["idf"] == 2
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
