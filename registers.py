@@ -563,7 +563,7 @@ def _base_macro(expression: str) -> str | None:
     return found[0] if found else None
 
 
-def _describe_register(index: ChipIndex, name: str) -> dict[str, Any]:
+def _describe_register(index: ChipIndex, name: str, header_instance: int = 0) -> dict[str, Any]:
     hit = _find_trm(index, name)
     documented = hit[0].register["name"] if hit else None
     defines = _header_defines(index, name, documented)
@@ -594,7 +594,7 @@ def _describe_register(index: ChipIndex, name: str) -> dict[str, Any]:
     else:
         answer.update(documented_as=None, address=None, reset=None, fields=[], chapter=None)
         answer["note"] = "not found in the Technical Reference Manual; header definition only"
-    answer.update(_absolute_answer(index, answer, defines))
+    answer.update(_absolute_answer(index, answer, defines, header_instance))
     answer["header_defines"] = [
         {
             "name": m.name + (f"({', '.join(m.params)})" if m.params is not None else ""),
@@ -618,13 +618,15 @@ def _instance_address(documented: str | None, instance: dict[str, str]) -> str |
     return f"0x{value:04X}" if value is not None else documented
 
 
-def _absolute_answer(index: ChipIndex, answer: dict[str, Any], defines: list[Macro]) -> dict[str, Any]:
+def _absolute_answer(
+    index: ChipIndex, answer: dict[str, Any], defines: list[Macro], header_instance: int = 0
+) -> dict[str, Any]:
     """Absolute address from the header expression (instance 0 of a parameterised macro), else
     from the documented offset plus the chapter's peripheral base."""
     for macro in defines:
-        value = _absolute(index, macro, 0)
+        value = _absolute(index, macro, header_instance if macro.params else 0)
         if value is not None:
-            instance = " (instance 0)" if macro.params else ""
+            instance = f" (instance {header_instance})" if macro.params else ""
             return {
                 "address_absolute": f"0x{value:08X}",
                 "absolute_from": _derivation(index, macro) + instance,
@@ -806,7 +808,7 @@ def lookup_register(
         names = _registers_at(index, target, peripheral)
         if not names:
             raise ValueError(_address_not_found(index, target))
-        answer = _describe_register(index, names[0][0])
+        answer = _describe_register(index, names[0][0], header_instance=names[0][1])
         answer["queried_address"] = f"0x{target:X}" + (f" in {peripheral}" if peripheral else "")
         if names[0][1]:
             answer["queried_instance"] = names[0][1]  # e.g. UART2 of UART_CLKDIV_REG(i)

@@ -177,6 +177,7 @@ def test_address_lookup_absolute_offset_and_other_instance(table: Any) -> None:
     assert by_offset["name"] == "UART_CLKDIV_REG" and by_offset["queried_address"] == "0x14 in UART"
     uart1 = registers.lookup_register(table, "esp32c3", address="0x6001_0014")
     assert uart1["name"] == "UART_CLKDIV_REG" and uart1["queried_instance"] == 1
+    assert uart1["address_absolute"] == "0x60010014" and uart1["absolute_from"].endswith("(instance 1)")
 
 
 def test_instances_stop_at_another_peripherals_base(table: Any) -> None:
