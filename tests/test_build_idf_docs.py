@@ -1,0 +1,255 @@
+"""Tests for build_idf_docs.sh that need no ESP-IDF tree and download nothing.
+
+The full docs build is verified by hand on a real checkout (see
+docs/idf-docs-build.md); here we pin the usage errors and the behaviour of the
+cross-compiler stand-in, which is what makes that build possible on Linux.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "build_idf_docs.sh"
+FAKE_TARGETS = ["esp32", "esp32c3", "esp32p4"]
+
+needs_host_gcc = pytest.mark.skipif(
+    shutil.which("gcc") is None or shutil.which("g++") is None,
+    reason="host gcc/g++ not installed (Debian: apt-get install gcc g++)",
+)
+
+
+def run_script(
+    *args: str, env_updates: dict[str, str | None] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the script with IDF_PATH removed unless a test sets it."""
+    env = {k: v for k, v in os.environ.items() if k != "IDF_PATH"}
+    for key, value in (env_updates or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def fake_idf(tmp_path: Path) -> Path:
+    """The few files the script reads before it installs anything."""
+    root = tmp_path / "esp-idf"
+    (root / "tools" / "requirements").mkdir(parents=True)
+    (root / "docs").mkdir()
+    (root / "tools" / "idf.py").write_text("# placeholder\n")
+    (root / "tools" / "requirements" / "requirements.core.txt").write_text("esptool\n")
+    quoted = ", ".join(f"'{t}'" for t in FAKE_TARGETS)
+    (root / "docs" / "conf_common.py").write_text(f"languages = ['en', 'zh_CN']\nidf_targets = [{quoted}]\n")
+    return root
+
+
+@pytest.fixture
+def standin(tmp_path: Path) -> Path:
+    out = tmp_path / "standin"
+    result = run_script("--write-standin", str(out))
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+# ------------------------------------------------------------ usage errors --
+
+
+def test_help_exits_zero_and_documents_options() -> None:
+    result = run_script("--help")
+    assert result.returncode == 0
+    for option in ("-j N", "--work-dir", "--min-pages", "--stub-missing-submodules"):
+        assert option in result.stdout
+
+
+def test_no_target_is_a_usage_error(fake_idf: Path) -> None:
+    result = run_script(env_updates={"IDF_PATH": str(fake_idf)})
+    assert result.returncode == 2
+    assert "no TARGET given" in result.stderr
+
+
+def test_unknown_option_is_a_usage_error() -> None:
+    result = run_script("--frobnicate", "esp32c3")
+    assert result.returncode == 2
+    assert "unknown option '--frobnicate'" in result.stderr
+
+
+@pytest.mark.parametrize("jobs", ["0", "two", "-3"])
+def test_bad_job_count_is_rejected(jobs: str) -> None:
+    result = run_script("-j", jobs, "esp32c3")
+    assert result.returncode == 2
+    assert "-j" in result.stderr
+
+
+def test_missing_idf_path_says_what_to_set() -> None:
+    result = run_script("esp32c3")
+    assert result.returncode == 2
+    assert "IDF_PATH is not set" in result.stderr
+
+
+def test_idf_path_that_is_not_a_checkout(tmp_path: Path) -> None:
+    result = run_script("esp32c3", env_updates={"IDF_PATH": str(tmp_path)})
+    assert result.returncode == 2
+    assert "is not an ESP-IDF checkout" in result.stderr
+
+
+def test_unknown_target_lists_the_trees_valid_targets(fake_idf: Path) -> None:
+    result = run_script("esp32c3", "esp99", env_updates={"IDF_PATH": str(fake_idf)})
+    assert result.returncode == 2
+    assert "unknown target 'esp99'" in result.stderr
+    assert "valid targets: esp32 esp32c3 esp32p4" in result.stderr
+
+
+def test_missing_submodules_without_opt_in_names_the_git_command(fake_idf: Path) -> None:
+    (fake_idf / ".gitmodules").write_text(
+        '[submodule "lwip"]\n\tpath = components/lwip/lwip\n\turl = ../../espressif/esp-lwip.git\n'
+    )
+    (fake_idf / "components" / "lwip" / "lwip").mkdir(parents=True)
+    result = run_script("esp32c3", env_updates={"IDF_PATH": str(fake_idf)})
+    assert result.returncode == 1
+    assert "components/lwip/lwip" in result.stderr
+    assert "submodule update --init --recursive" in result.stderr
+    assert "--stub-missing-submodules" in result.stderr
+    assert list((fake_idf / "components" / "lwip" / "lwip").iterdir()) == []
+
+
+def test_missing_build_tools_are_named_with_their_packages(fake_idf: Path, tmp_path: Path) -> None:
+    """A PATH with every host command except doxygen, cmake and ninja."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for folder in ("/usr/local/bin", "/usr/bin", "/bin"):
+        if not os.path.isdir(folder):
+            continue
+        for name in os.listdir(folder):
+            if name in {"doxygen", "cmake", "ninja"} or (bin_dir / name).exists():
+                continue
+            (bin_dir / name).symlink_to(os.path.join(folder, name))
+    result = run_script("esp32c3", env_updates={"IDF_PATH": str(fake_idf), "PATH": str(bin_dir)})
+    assert result.returncode == 1
+    assert "missing tools: doxygen cmake ninja" in result.stderr
+    assert "apt-get install doxygen cmake ninja-build" in result.stderr
+    assert "brew install doxygen cmake ninja" in result.stderr
+
+
+# --------------------------------------------------------------- stand-in --
+
+
+@pytest.mark.parametrize(
+    "tool, triple",
+    [
+        ("riscv32-esp-elf-gcc", "riscv32-esp-elf"),
+        ("xtensa-esp32-elf-gcc", "xtensa-esp32-elf"),
+        ("xtensa-esp32s3-elf-g++", "xtensa-esp32s3-elf"),
+        ("xtensa-esp-elf-gcc", "xtensa-esp-elf"),
+    ],
+)
+def test_standin_answers_dumpmachine_with_its_own_triple(standin: Path, tool: str, triple: str) -> None:
+    result = subprocess.run([str(standin / tool), "-dumpmachine"], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == triple
+
+
+@needs_host_gcc
+def test_standin_drops_target_only_flags(standin: Path, tmp_path: Path) -> None:
+    source = tmp_path / "tiny.c"
+    source.write_text("int answer(void) { return 42; }\n")
+    target_flags = ["-march=rv32imc_zicsr_zifencei", "-mabi=ilp32", "-specs=nosys.specs"]
+    host = subprocess.run(
+        ["gcc", *target_flags, "-c", str(source), "-o", str(tmp_path / "host.o")],
+        capture_output=True,
+        check=False,
+    )
+    assert host.returncode != 0, "host gcc accepted RISC-V flags; the test proves nothing"
+    result = subprocess.run(
+        [
+            str(standin / "riscv32-esp-elf-gcc"),
+            *target_flags,
+            "-c",
+            str(source),
+            "-o",
+            str(tmp_path / "tiny.o"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "tiny.o").stat().st_size > 0
+
+
+@needs_host_gcc
+def test_standin_expands_nested_response_files(standin: Path, tmp_path: Path) -> None:
+    header = tmp_path / "probe.h"
+    header.write_text("#define FROM_HEADER 1\n")
+    inner = tmp_path / "inner.rsp"
+    inner.write_text('-DINNER=7 "-DQUOTED=\\"a b\\""\n')
+    outer = tmp_path / "outer.rsp"
+    outer.write_text(f"-DOUTER=3 -mlongcalls @{inner}\n")
+    result = subprocess.run(
+        [str(standin / "xtensa-esp32-elf-gcc"), f"@{outer}", "-dM", "-E", str(header)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    defines = set(result.stdout.splitlines())
+    assert "#define OUTER 3" in defines
+    assert "#define INNER 7" in defines
+    assert '#define QUOTED "a b"' in defines
+    assert "#define FROM_HEADER 1" in defines
+
+
+@needs_host_gcc
+def test_standin_macro_dump_has_no_host_os_macros(standin: Path, tmp_path: Path) -> None:
+    header = tmp_path / "caps.h"
+    header.write_text("#define SOC_UART_SUPPORTED 1\n#define SOC_CPU_CORES_NUM (1U)\n")
+    host = subprocess.run(["gcc", "-dM", "-E", str(header)], capture_output=True, text=True, check=True)
+    assert "#define linux 1" in host.stdout, "host gcc has no linux macro here"
+    result = subprocess.run(
+        [str(standin / "riscv32-esp-elf-gcc"), "-dM", "-E", str(header)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    names = {line.split()[1] for line in result.stdout.splitlines() if line.startswith("#define")}
+    assert {"SOC_UART_SUPPORTED", "SOC_CPU_CORES_NUM"} <= names
+    assert not names & {"linux", "unix", "__linux__", "__unix__", "__x86_64__"}
+
+
+@needs_host_gcc
+def test_standin_refuses_to_link_firmware(standin: Path, tmp_path: Path) -> None:
+    source = tmp_path / "main.c"
+    source.write_text("int main(void) { return 0; }\n")
+    result = subprocess.run(
+        [str(standin / "riscv32-esp-elf-gcc"), str(source), "-o", str(tmp_path / "app.elf")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "refusing to produce firmware" in result.stderr
+    assert not (tmp_path / "app.elf").exists()
+
+
+def test_standin_forwards_binutils_to_the_host(standin: Path) -> None:
+    if shutil.which("objcopy") is None:
+        pytest.skip("host objcopy not installed (Debian: apt-get install binutils)")
+    result = subprocess.run(
+        [str(standin / "riscv32-esp-elf-objcopy"), "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0
+    assert "objcopy" in result.stdout.lower()
