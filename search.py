@@ -109,7 +109,7 @@ def validate_filters(chip: str | None, doc_type: str | None, revision: str | Non
     """Map each filter to its vocabulary value, or raise SearchInputError listing the valid ones."""
     try:
         chip_id = validate_chip(chip) if _given(chip) else None
-        doc = validate_doc_type(doc_type) if _given(doc_type) else None
+        doc = validate_doc_type(doc_type.strip().lower()) if _given(doc_type) else None
         rev = validate_revision(revision, chip_id) if _given(revision) else None
     except ValueError as exc:
         raise SearchInputError(str(exc)) from exc
@@ -154,7 +154,7 @@ def validate_symbol(symbol: str) -> str:
 def looks_like_identifier(token: str) -> bool:
     """Tokens an agent means as a symbol: snake/SCREAMING case, camelCase, or a wildcard pattern."""
     core = token.strip("*")
-    if len(core) < 3 or core.isdigit():
+    if len(core) < 3 or core.isdigit() or ("*" in token and len(token.replace("*", "")) < 4):
         return False
     return "_" in core or "*" in token or bool(re.search(r"[a-z][A-Z]", core))
 
