@@ -7,6 +7,7 @@ the table is created with 4-wide zero vectors: their values cannot influence any
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -250,3 +251,23 @@ def test_bad_input_raises_value_error_naming_the_fix(
 ) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         registers.lookup_register(table, **kwargs)
+
+
+@pytest.mark.corpus
+def test_real_esp32c3_headers_give_absolute_addresses(tmp_path: Path) -> None:
+    """The header side on a real ESP-IDF (IDF_PATH): esp32c3 and shared headers only, kept lean."""
+    idf = os.environ.get("IDF_PATH")
+    if not idf:
+        pytest.skip("IDF_PATH is not set (an ESP-IDF checkout)")
+    headers, _ = ingest_source.discover_headers(Path(idf))
+    chosen = [h for h in headers if "/esp32c3/" in h.rel_path or len(h.chips) > 1]
+    src = [row for h in chosen for row in ingest_source.header_rows(h, "v", "c").rows]
+    rows = [{**row, "vector": [0.0] * 4} for row in _trm_rows() + src]
+    real = lancedb.connect(tmp_path).create_table("chunks", rows, schema=arrow_schema(4))
+    answer = registers.lookup_register(real, "esp32c3", name="UART_CLKDIV_REG")
+    assert answer["address_absolute"] == "0x60000014"
+    assert answer["header_defines"][0]["file_path"] == "components/soc/esp32c3/register/soc/uart_reg.h"
+    uart1 = registers.lookup_register(real, "esp32c3", address="0x60010014")
+    assert uart1["name"] == "UART_CLKDIV_REG" and uart1["queried_instance"] == 1
+    gpio = registers.lookup_register(real, "esp32c3", name="GPIO_PIN5_REG")
+    assert gpio["address_absolute"] == "0x60004088" and gpio["note"].startswith("not found in the Technical")
