@@ -263,23 +263,47 @@ check_build_tools() {
     fi
 }
 
-# Prints the submodule paths that are not checked out: git reports them
-# uninitialised ('-'), or, outside a git work tree, their folder is empty.
-# (Placeholders this script created do not make a submodule count as present.)
+# Prints the .gitmodules paths that are not checked out: folder absent or
+# empty, or reported uninitialised ('-') by git. Git alone is not enough (a
+# damaged index lists no submodules at all), emptiness alone neither (this
+# script's placeholders make a folder non-empty).
 empty_submodules() {
-    local path top
+    local path uninitialised=""
     [ -f "$IDF_PATH/.gitmodules" ] || return 0
-    top="$(git -C "$IDF_PATH" rev-parse --show-toplevel 2>/dev/null || true)"
-    if [ -n "$top" ] && [ "$(cd "$top" && pwd -P)" = "$(cd "$IDF_PATH" && pwd -P)" ]; then
-        git -C "$IDF_PATH" submodule status 2>/dev/null | sed -n 's/^-[0-9a-f]* \([^ ]*\).*/\1/p'
-        return 0
+    if git -C "$IDF_PATH" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        uninitialised=" $(git -C "$IDF_PATH" submodule status 2>/dev/null |
+            sed -n 's/^-[0-9a-f]* \([^ ]*\).*/\1/p' | tr '\n' ' ')"
     fi
     git config -f "$IDF_PATH/.gitmodules" --get-regexp '^submodule\..*\.path$' |
         while read -r _ path; do
+            case "$uninitialised" in
+                *" $path "*)
+                    echo "$path"
+                    continue
+                    ;;
+            esac
             if [ ! -d "$IDF_PATH/$path" ] || [ -z "$(ls -A "$IDF_PATH/$path")" ]; then
                 echo "$path"
             fi
         done
+}
+
+# Refuses a second run on the same work dir: both would rewrite the stand-in,
+# the venv and the logs under the other's feet.
+take_work_dir_lock() {
+    local lock="$WORK_DIR/.lock"
+    if ! mkdir "$lock" 2>/dev/null; then
+        local owner
+        owner="$(cat "$lock/pid" 2>/dev/null || true)"
+        if [ -n "$owner" ] && kill -0 "$owner" 2>/dev/null; then
+            die "another build_idf_docs.sh (pid $owner) is using $WORK_DIR; wait for it or pass another --work-dir"
+        fi
+        note "removing a stale lock left by pid ${owner:-unknown} in $WORK_DIR"
+        rm -rf "$lock"
+        mkdir "$lock"
+    fi
+    echo $$ > "$lock/pid"
+    trap 'rm -rf "$WORK_DIR/.lock"' EXIT
 }
 
 # ------------------------------------------------------------ environment --
@@ -686,6 +710,7 @@ require_submodules_or_opt_in
 check_build_tools
 mkdir -p "$WORK_DIR/logs"
 WORK_DIR="$(cd "$WORK_DIR" && pwd)"
+take_work_dir_lock
 STANDIN_DIR="$WORK_DIR/standin"
 USER_IDF_TOOLS_PATH="${IDF_TOOLS_PATH:-}"
 [ -n "$JOBS" ] || JOBS="$(default_jobs)"

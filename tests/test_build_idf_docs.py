@@ -253,3 +253,29 @@ def test_standin_forwards_binutils_to_the_host(standin: Path) -> None:
     )
     assert result.returncode == 0
     assert "objcopy" in result.stdout.lower()
+
+
+def test_submodules_missing_from_the_git_index_still_count_as_missing(fake_idf: Path) -> None:
+    """A clone whose index lists no gitlinks: git reports nothing, the folder is empty."""
+    (fake_idf / ".gitmodules").write_text(
+        '[submodule "tlsf"]\n\tpath = components/heap/tlsf\n\turl = ../../espressif/tlsf.git\n'
+    )
+    (fake_idf / "components" / "heap" / "tlsf").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(fake_idf)], check=True)
+    result = run_script("esp32c3", env_updates={"IDF_PATH": str(fake_idf)})
+    assert result.returncode == 1
+    assert "components/heap/tlsf" in result.stderr
+
+
+@pytest.mark.skipif(
+    any(shutil.which(tool) is None for tool in ("doxygen", "cmake", "ninja")),
+    reason="the tool check comes before the lock (Debian: apt-get install doxygen cmake ninja-build)",
+)
+def test_a_second_run_on_the_same_work_dir_is_refused(fake_idf: Path, tmp_path: Path) -> None:
+    work_dir = tmp_path / "work"
+    (work_dir / ".lock").mkdir(parents=True)
+    (work_dir / ".lock" / "pid").write_text(f"{os.getpid()}\n")
+    result = run_script("--work-dir", str(work_dir), "esp32c3", env_updates={"IDF_PATH": str(fake_idf)})
+    assert result.returncode == 1
+    assert f"another build_idf_docs.sh (pid {os.getpid()}) is using" in result.stderr
+    assert (work_dir / ".lock" / "pid").read_text().strip() == str(os.getpid())
