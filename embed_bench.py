@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.sample < 1:
             raise ValueError(f"--sample must be at least 1, got {args.sample}")
         for limit in args.max_tokens:
-            embedder._check_max_tokens(limit, embedder.MINILM_POSITION_LIMIT)
+            embedder.check_max_tokens(limit, embedder.MINILM_POSITION_LIMIT)
     except (OSError, ValueError) as error:
         print(f"embed_bench: {error}", file=sys.stderr)
         return 2

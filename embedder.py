@@ -105,11 +105,11 @@ def get_embedder(
         raise ValueError(f"unknown embedding backend {backend!r}; valid backends: {', '.join(BACKENDS)}")
     if canonical == MINILM_ID:
         if backend in (None, "onnx"):
-            return OnnxMiniLM(max_tokens=max_tokens or MINILM_MAX_TOKENS)
-        return MlxMiniLM(max_tokens=max_tokens or MINILM_MAX_TOKENS)
+            return OnnxMiniLM(max_tokens=MINILM_MAX_TOKENS if max_tokens is None else max_tokens)
+        return MlxMiniLM(max_tokens=MINILM_MAX_TOKENS if max_tokens is None else max_tokens)
     if backend == "onnx":
         raise ValueError(f"{canonical} runs only on the mlx backend (onnx serves {MINILM_ID})")
-    return MlxQwen3(canonical, max_tokens=max_tokens or QWEN3_MAX_TOKENS)
+    return MlxQwen3(canonical, max_tokens=QWEN3_MAX_TOKENS if max_tokens is None else max_tokens)
 
 
 def resolve_model_id(model_id: str | None) -> str:
@@ -335,6 +335,10 @@ def build_minilm_onnx(weights: dict[str, np.ndarray], config: dict[str, Any]) ->
     sqrt2 = constant("sqrt2", np.array(math.sqrt(2.0), dtype=np.float32))
     half = constant("half", np.array(0.5, dtype=np.float32))
 
+    def heads_view(x: str, perm: list[int]) -> str:
+        reshaped = node("Reshape", [x, split_heads], f"{x}.heads")
+        return node("Transpose", [reshaped], f"{x}.t", perm=perm)
+
     for index in range(layers):
         p = f"encoder.layer.{index}"
         a = f"{p}.attention.self"
@@ -357,10 +361,6 @@ def build_minilm_onnx(weights: dict[str, np.ndarray], config: dict[str, Any]) ->
                 name=f"L{index}.split",
             )
         )
-
-        def heads_view(x: str, perm: list[int]) -> str:
-            reshaped = node("Reshape", [x, split_heads], f"{x}.heads")
-            return node("Transpose", [reshaped], f"{x}.t", perm=perm)
 
         q = heads_view(f"L{index}.q", [0, 2, 1, 3])  # [b, h, s, d]
         k = heads_view(f"L{index}.k", [0, 2, 3, 1])  # [b, h, d, s]
@@ -465,7 +465,7 @@ class OnnxMiniLM:
     ) -> None:
         import onnxruntime as ort
 
-        self.max_tokens = _check_max_tokens(max_tokens, MINILM_POSITION_LIMIT)
+        self.max_tokens = check_max_tokens(max_tokens, MINILM_POSITION_LIMIT)
         model_dir = minilm_model_dir()
         verify_files(model_dir, MINILM_SHA256)
         config = json.loads((model_dir / "config.json").read_text())
@@ -508,7 +508,7 @@ class OnnxMiniLM:
         return [len(encoding.ids) for encoding in self._counting_tokenizer.encode_batch(list(texts))]
 
 
-def _check_max_tokens(max_tokens: int, limit: int) -> int:
+def check_max_tokens(max_tokens: int, limit: int) -> int:
     if not isinstance(max_tokens, int) or not 8 <= max_tokens <= limit:
         raise ValueError(f"max_tokens must be an integer from 8 to {limit}, got {max_tokens!r}")
     return max_tokens
@@ -538,7 +538,7 @@ class MlxMiniLM:
 
     def __init__(self, max_tokens: int = MINILM_MAX_TOKENS) -> None:
         self._mx, load_model, _ = _import_mlx()
-        self.max_tokens = _check_max_tokens(max_tokens, MINILM_POSITION_LIMIT)
+        self.max_tokens = check_max_tokens(max_tokens, MINILM_POSITION_LIMIT)
         model_dir = minilm_model_dir()
         verify_files(model_dir, MINILM_SHA256)
         self._model = load_model(model_dir)  # a local directory: mlx-embeddings does not touch the hub
@@ -579,7 +579,7 @@ class MlxQwen3:
         self._mx, load_model, get_model_path = _import_mlx()
         self.model_id = model_id
         self.dimension = QWEN3_DIMENSIONS[model_id]
-        self.max_tokens = _check_max_tokens(max_tokens, 32768)
+        self.max_tokens = check_max_tokens(max_tokens, 32768)
         try:
             model_dir = Path(get_model_path(model_id))
         except Exception as error:

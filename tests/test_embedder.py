@@ -252,8 +252,9 @@ def test_bad_arguments_get_errors_naming_valid_values(onnx_embedder: OnnxMiniLM)
         get_embedder(backend="cuda")
     with pytest.raises(ValueError, match="only on the mlx backend"):
         get_embedder("Qwen/Qwen3-Embedding-4B", backend="onnx")
-    with pytest.raises(ValueError, match="from 8 to 512"):
-        get_embedder(max_tokens=1024)
+    for bad_limit in (0, 1024):
+        with pytest.raises(ValueError, match="from 8 to 512"):
+            get_embedder(max_tokens=bad_limit)
     assert embedder.resolve_model_id("sentence-transformers/all-MiniLM-L6-v2") == "all-MiniLM-L6-v2"
     assert embedder.resolve_model_id(None) == embedder.DEFAULT_MODEL_ID
     with pytest.raises(ValueError, match="query is empty"):
