@@ -37,8 +37,9 @@ TABLE_NAME = "chunks"
 CACHE_TABLE_NAME = "embed_cache"
 MODEL_ID_KEY = b"esp32_docs.model_id"
 VECTOR_DIM_KEY = b"esp32_docs.vector_dim"
-# A row's identity within the store: the same text at the same place of the same document.
-ROW_KEY = ("doc_type", "file_path", "chunk_index", "content_hash")
+# A row's identity within the store: the same text at the same place of the same document, for the
+# same chips and revisions (one TRM chapter file can be included by two chips' manuals: two rows).
+ROW_KEY = ("doc_type", "file_path", "chunk_index", "content_hash", "chips", "revisions")
 # Texts per embedding call and per cache commit: a kill loses at most this much work (~3 s).
 EMBED_BATCH = 32
 BUILD_HINT = (
@@ -62,6 +63,11 @@ INDEXES: dict[str, tuple[str, Any]] = {
     "doc_type_bitmap": ("doc_type", Bitmap()),
     "file_path_btree": ("file_path", BTree()),
 }
+
+
+def row_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """A row's ROW_KEY values, hashable (list columns as tuples)."""
+    return tuple(tuple(row[name]) if isinstance(row[name], list) else row[name] for name in ROW_KEY)
 
 
 class StoreError(Exception):
@@ -156,11 +162,12 @@ def load_rows(paths: Iterable[Path], doc_type: str, provenance: Provenance) -> l
                 extra_fields.update(set(row) - set(CHUNK_FIELDS))
                 row = {name: row.get(name) for name in CHUNK_FIELDS}
                 _check_row(row, where, doc_type, provenance)
-                key = tuple(row[name] for name in ROW_KEY)
+                key = row_key(row)
                 if key in seen:
                     raise InputError(
                         f"{where}: same {'/'.join(ROW_KEY)} as {seen[key]} "
-                        f"({row['file_path']} #{row['chunk_index']}); the ingest emitted a duplicate chunk"
+                        f"({row['file_path']} #{row['chunk_index']} {row['chips']}); "
+                        "the ingest emitted a duplicate chunk"
                     )
                 seen[key] = where
                 rows.append(row)
@@ -325,7 +332,7 @@ def stored_rows(table: lancedb.table.Table, doc_type: str) -> dict[tuple[Any, ..
     current = (
         table.search().where(f"doc_type = '{doc_type}'").select(list(CHUNK_FIELDS)).limit(None).to_arrow()
     )
-    return {tuple(row[name] for name in ROW_KEY): row for row in current.to_pylist()}
+    return {row_key(row): row for row in current.to_pylist()}
 
 
 @dataclass(frozen=True)
@@ -347,9 +354,7 @@ def replace_doc_type(table: lancedb.table.Table, doc_type: str, new: pa.Table) -
     if doc_type not in DOC_TYPES:  # the value is interpolated into a filter
         raise ValueError(f"unknown doc_type {doc_type!r}; valid doc_types: {', '.join(DOC_TYPES)}")
     before = stored_rows(table, doc_type)
-    incoming = {
-        tuple(row[name] for name in ROW_KEY): row for row in new.select(list(CHUNK_FIELDS)).to_pylist()
-    }
+    incoming = {row_key(row): row for row in new.select(list(CHUNK_FIELDS)).to_pylist()}
     unchanged = sum(1 for key, row in incoming.items() if before.get(key) == row)
     added = sum(1 for key in incoming if key not in before)
     removed = sum(1 for key in before if key not in incoming)

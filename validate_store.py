@@ -30,6 +30,7 @@ from embed_and_store import (
     StoreError,
     open_store,
     resolve_db_uri,
+    row_key,
     store_model_id,
     store_vector_dim,
 )
@@ -40,6 +41,8 @@ VECTOR_ROUND_TRIP_MIN = 0.95  # share of sampled chunks whose own text finds the
 FTS_ROUND_TRIP_MIN = 0.95  # share found in the top 10 by their own symbol / their own words
 # A stored vector must be the embedding of its row's text; re-embedding differs only by float noise.
 MIN_SELF_COSINE = 0.98
+# Cosine-distance slack under which another chunk's vector counts as the same as the chunk's own.
+TIE_TOLERANCE = 1e-5
 FTS_QUERY_WORDS = 30
 
 
@@ -54,10 +57,6 @@ class Report:
         print(f"  [{'ok' if ok else 'FAIL'}] {message}")
         if not ok:
             self.failures.append(message)
-
-
-def row_key(row: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(row[name] for name in ROW_KEY)
 
 
 def check_rows(rows: list[dict[str, Any]], vectors: np.ndarray, report: Report) -> None:
@@ -145,7 +144,7 @@ def vector_round_trip(
         f"stored vectors are their text's embedding (min cosine {self_cosines.min():.4f}, "
         f"{len(stale)} below {MIN_SELF_COSINE}){_first(stale)}",
     )
-    itself = same_text = misses = 0
+    itself = same_text = tied = 0
     missed: list[str] = []
     for index, query in zip(picks, fresh, strict=True):
         top = (
@@ -156,19 +155,30 @@ def vector_round_trip(
             .to_list()
         )
         own = rows[index]
+        own_distance = 1.0 - float(np.dot(query, vectors[index]))
         if top and row_key(top[0]) == row_key(own):
             itself += 1
         elif top and top[0]["text"] == own["text"]:
             same_text += 1
+        elif top and top[0]["_distance"] >= own_distance - TIE_TOLERANCE:
+            # Another chunk with the very same vector: texts that differ only past the model's
+            # token limit (per-chip variants of a long section). Equal scores rank arbitrarily.
+            tied += 1
         else:
-            misses += 1
             missed.append(f"{own['file_path']} #{own['chunk_index']}")
-    share = (itself + same_text) / len(picks)
+    share = (itself + same_text + tied) / len(picks)
     report.check(
         share >= VECTOR_ROUND_TRIP_MIN,
-        f"vector round trip: {itself + same_text}/{len(picks)} at rank 1 ({share:.1%}; itself {itself}, "
-        f"identical text {same_text}, missed {misses}; need {VECTOR_ROUND_TRIP_MIN:.0%}){_first(missed)}",
+        f"vector round trip: {itself + same_text + tied}/{len(picks)} at rank 1 ({share:.1%}; itself "
+        f"{itself}, identical text {same_text}, identical vector {tied}, missed {len(missed)}; "
+        f"need {VECTOR_ROUND_TRIP_MIN:.0%}){_first(missed)}",
     )
+    if tied:
+        print(
+            f"  note: {tied} sampled chunks share their vector with another chunk (text differs only "
+            f"past {getattr(embedder, 'max_tokens', '?')} tokens); strictly itself or identical text: "
+            f"{(itself + same_text) / len(picks):.1%}"
+        )
 
 
 def fts_round_trip(

@@ -27,13 +27,13 @@ from embed_and_store import (
     EMBED_BATCH,
     INDEXES,
     MODEL_ID_KEY,
-    ROW_KEY,
     TABLE_NAME,
     VECTOR_DIM_KEY,
     StoreError,
     ensure_table,
     main,
     open_store,
+    row_key,
     store_model_id,
 )
 from embedder import get_embedder
@@ -83,7 +83,7 @@ def run(
 
 def rows_by_key(table: lancedb.table.Table, doc_type: str) -> dict[tuple[Any, ...], dict[str, Any]]:
     data = table.search().where(f"doc_type = '{doc_type}'").limit(None).to_arrow().to_pylist()
-    return {tuple(row[name] for name in ROW_KEY): row for row in data}
+    return {row_key(row): row for row in data}
 
 
 def test_build_records_model_provenance_and_indices(
@@ -170,7 +170,7 @@ def test_refresh_embeds_only_changed_text_and_leaves_other_doc_types_alone(
 
     table = open_store(str(db))
     trm_after = rows_by_key(table, "trm")
-    expected = {tuple(row[name] for name in ROW_KEY) for row in refreshed["kept"]}
+    expected = {row_key(row) for row in refreshed["kept"]}
     assert set(trm_after) == expected
     assert not any(r["file_path"] == "ESP32-C3/18-LEDC__EN" for r in trm_after.values())
     retitled = [r for r in trm_after.values() if r["source_doc"] == "UART Controller (retitled)"]
@@ -179,6 +179,19 @@ def test_refresh_embeds_only_changed_text_and_leaves_other_doc_types_alone(
     assert idf_after.keys() == idf_before.keys()
     for key, row in idf_before.items():
         assert idf_after[key] == row  # metadata and vector untouched
+
+
+def test_one_chapter_file_in_two_chips_manuals_gives_two_rows(
+    tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ESP32-C61's manual includes chapters from the ESP32-C5 folder: same file and text, two chips."""
+    first = next(iter(read_jsonl(FIXTURES / "trm_chunks.jsonl")))
+    chunks = write_rows(tmp_path / "shared.jsonl", [first, {**first, "chips": ["esp32c6"]}])
+    code, out, _ = run(capsys, embedder, chunks, "trm", trees["trm"], tmp_path / "db")
+    assert code == 0
+    assert "rows=2 embedded=1 cached=0" in out  # one text, embedded once
+    stored = rows_by_key(open_store(str(tmp_path / "db")), "trm")
+    assert sorted(row["chips"][0] for row in stored.values()) == ["esp32c3", "esp32c6"]
 
 
 def test_open_store_errors_say_what_to_do(
@@ -306,7 +319,7 @@ def test_replacing_a_doc_type_is_atomic_for_readers(
     first_new_version = table.version + 1
 
     refreshed = edited_trm(tmp_path / "trm_refreshed.jsonl")
-    new_trm = {tuple(row[name] for name in ROW_KEY) for row in refreshed["kept"]}
+    new_trm = {row_key(row) for row in refreshed["kept"]}
     assert old_trm != new_trm
 
     # A reader that sees every commit as soon as it lands, polling while the replace runs.
