@@ -553,8 +553,9 @@ files and folders inside the submodules of $IDF_PATH
 that are not checked out. Tracked files are never touched. Every created
 path is listed in
   $STUB_LOG
-Delete them (git -C "$IDF_PATH" clean -ffdx inside those submodule
-folders) or run 'git submodule update --init' before building firmware.
+git status does not show them. Remove them before building firmware:
+  while read -r p; do rm -rf "\$p"; done < "$STUB_LOG"; rm "$STUB_LOG"
+then fetch the real submodules with 'git submodule update --init'.
 ************************************************************************
 BANNER
     write_mbedtls_stub
@@ -569,15 +570,26 @@ BANNER
 build_target() {
     local target="$1"
     cd "$IDF_PATH/docs"
+    # pages left by an earlier build would be counted as written by this one
+    rm -rf "_build/en/$target/xml"
     build-docs -t "$target" -l en --builders xml build
+}
+
+# The latest Sphinx progress line of a chip's log, e.g. "writing output... [ 42%]".
+build_phase() {
+    local phase
+    phase="$(tail -c 4000 "$WORK_DIR/logs/$1.log" 2>/dev/null |
+        grep -o -E '(reading sources|writing output)\.\.\. \[ *[0-9]+%\]' | tail -n 1 || true)"
+    echo "${phase:-configuring and running doxygen}"
 }
 
 # Runs the chip builds, at most JOBS at once, and prints a status line per
 # chip; polls (no `wait -n`) to stay bash-3.2 compatible.
 run_builds() {
     local pending="$TARGETS" running="" target pid start_time status pages failures=0
-    local started_at
+    local started_at last_progress
     started_at=$(date +%s)
+    last_progress=$started_at
     mkdir -p "$WORK_DIR/logs"
     while [ -n "${pending// /}" ] || [ -n "${running// /}" ]; do
         local count=0 item
@@ -616,6 +628,14 @@ run_builds() {
             fi
         done
         running="$still"
+        if [ -n "${running// /}" ] && [ $(($(date +%s) - last_progress)) -ge "${PROGRESS_SECONDS:-300}" ]; then
+            last_progress=$(date +%s)
+            for item in $running; do
+                target="${item%%:*}"
+                start_time="${item##*:}"
+                note "$target: still building after $((($(date +%s) - start_time) / 60)) min: $(build_phase "$target")"
+            done
+        fi
     done
     local total=0
     for target in $TARGETS; do total=$((total + 1)); done
