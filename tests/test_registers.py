@@ -92,6 +92,19 @@ def test_parse_register_block_reads_parameter_ranges_and_rejects_other_text() ->
         registers.parse_register_block("Address: 0x0000")
 
 
+def test_register_blocks_splits_a_chunk_and_ignores_prose() -> None:
+    text = (
+        "UART > Registers\n\nRegister A_REG\nAddress: 0x0000\nFields:\n- A [0] (RO) reset 0x0: a\n\n"
+        "Register B_REG\nAddress: 0x0004\nFields:\n- B [1:0] (R/W) reset 0x1: b"
+    )
+    blocks = registers.register_blocks(text)
+    assert [(b["name"], b["address"], [f["name"] for f in b["fields"]]) for b in blocks] == [
+        ("A_REG", "0x0000", ["A"]),
+        ("B_REG", "0x0004", ["B"]),
+    ]
+    assert registers.register_blocks("Prose that mentions the Register A_REG in passing.") == []
+
+
 def test_parameter_regex_matches_instances_only() -> None:
     pattern = registers.parameter_regex("AES_KEY_n_REG", {"n": (0, 7)})
     assert pattern is not None
