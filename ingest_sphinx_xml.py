@@ -28,7 +28,7 @@ from typing import Any
 from lxml import etree
 from tqdm import tqdm
 
-from chip_vocab import validate_chip
+from chip_vocab import chips, validate_chip
 from chunking import chunk_tree
 from provenance import UNKNOWN, Provenance, source_provenance
 from schema import make_row, write_jsonl
@@ -262,6 +262,19 @@ def link_revisions(page: Page) -> Counter[str]:
     return found
 
 
+def chip_mentions(rows: Iterable[dict[str, Any]]) -> Counter[str]:
+    """How often the text names each chip (``ESP32-C3``; ``ESP32`` not followed by ``-S3``...).
+
+    A build substitutes its own chip's name throughout, so the chip named most is the chip built.
+    """
+    patterns = {chip.id: re.compile(re.escape(chip.name) + r"(?![-\w])") for chip in chips().values()}
+    counts: Counter[str] = Counter()
+    for row in rows:
+        for chip_id, pattern in patterns.items():
+            counts[chip_id] += len(pattern.findall(chunk_body(row["text"])))
+    return +counts
+
+
 def resolve_provenance(args: argparse.Namespace) -> Provenance:
     """Explicit options win; else git provenance of --idf-path; else "unknown"."""
     base = source_provenance(args.idf_path) if args.idf_path else Provenance(UNKNOWN, UNKNOWN)
@@ -292,6 +305,7 @@ def ingest(
     failures: list[str] = []
     revisions: Counter[str] = Counter()
     pages = other = 0
+    seen: dict[str, Path] = {}
     files = tqdm(iter_pages(xml_dir), desc=f"{chip} pages", unit="file", disable=not progress)
     for xml_file, loaded in files:
         if isinstance(loaded, PageError):
@@ -300,6 +314,13 @@ def ingest(
         if loaded is None:
             other += 1
             continue
+        if loaded.doc_path in seen:
+            failures.append(
+                f"{xml_file}: same doc path {loaded.doc_path!r} as {seen[loaded.doc_path]}; "
+                "XML_DIR must be one chip's build, not a folder of several"
+            )
+            continue
+        seen[loaded.doc_path] = xml_file
         try:
             rows.extend(page_rows(loaded, chip, provenance, max_words))
         except (ValueError, TypeError, AttributeError) as exc:
@@ -350,6 +371,13 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(
             f"no Sphinx pages (XML files whose root element is <document>) under {args.xml_dir}: "
             f"{result.other_xml} other XML files, {len(result.failures)} unreadable"
+        )
+    mentions = chip_mentions(result.rows)
+    if mentions and mentions.most_common(1)[0][0] != chip:
+        named, times = mentions.most_common(1)[0]
+        return _fail(
+            f"--chip {chip} does not match the build: its pages name {chips()[named].name} most "
+            f"({times} times) and {chips()[chip].name} {mentions[chip]} times"
         )
     if result.revisions:
         linked = result.revisions.most_common(1)[0][0]

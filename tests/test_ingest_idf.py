@@ -105,6 +105,27 @@ def test_malformed_page_is_named_and_skipped_and_the_run_fails(
     }
 
 
+def test_a_build_labelled_with_the_wrong_chip_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "chunks.jsonl"
+    assert _run(FIXTURES / "esp32", out, "--chip", "esp32c3", *PROVENANCE) == 2
+    err = capsys.readouterr().err
+    assert "--chip esp32c3 does not match the build: its pages name ESP32 most" in err
+    assert not out.exists()
+
+
+def test_a_folder_of_several_builds_is_caught_by_repeated_doc_paths(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "chunks.jsonl"
+    assert _run(FIXTURES, out, "--chip", "esp32", *PROVENANCE) == 1
+    err = capsys.readouterr().err
+    assert "same doc path 'api-guides/bootloader'" in err and "not a folder of several" in err
+    rows = list(read_jsonl(out))
+    assert len({(r["file_path"], r["chunk_index"]) for r in rows}) == len(rows)
+
+
 def test_provenance_comes_from_an_idf_checkout_and_must_match_the_build(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
