@@ -42,6 +42,7 @@ PATH_MACRO_RE = re.compile(
 TAG_COMMAND_RE = re.compile(r"\\(iftagged|tagged|untagged)(?![A-Za-z])")
 REGISTER_BEGIN_RE = re.compile(r"\\begin\s*\{register\}")
 VERBATIM_ENVS = ("lstlisting", "verbatim")
+PARAMETER_NOTE_RE = re.compile(r"\([^()]*:[^()]*\)")
 CONDITIONAL_RE = re.compile(r"\\(if[A-Za-z]*|fi|else)(?![A-Za-z])")
 
 
@@ -213,8 +214,13 @@ def document_body(text: str) -> str:
 
 
 def register_name_key(name: str) -> str:
-    """Comparison key of a register name: parameter note dropped, whitespace removed, case kept."""
-    return re.sub(r"\s+", "", name.split("(", 1)[0])
+    """Comparison key of a register name: parameter notes dropped, whitespace removed, case kept.
+
+    The note can sit mid-name (`mhpmcounter\\regindex{n}(\\regindex{n}: 3-12)h` is mhpmcounternh,
+    not mhpmcountern, which is another register), so notes are cut out, not cut off.
+    """
+    without_notes = PARAMETER_NOTE_RE.sub("", name)
+    return re.sub(r"\s+", "", without_notes.split("(", 1)[0])
 
 
 def latex_name_to_text(arg: str) -> str:
@@ -662,7 +668,7 @@ def registers_in_chunk(text: str) -> ChunkRegisters:
             if next_line.startswith("Address:"):
                 found.complete.append(key)
                 first_header = i if first_header is None else first_header
-            elif IDENTIFIER_RE.match(key):
+            elif IDENTIFIER_RE.match(header.group(1).split(" (", 1)[0]):  # not prose "Register X does..."
                 found.headers_without_address.append(key)
         elif line.startswith("Address:") and not (i > 0 and REGISTER_LINE_RE.match(lines[i - 1])):
             found.orphan_address = True
@@ -838,7 +844,7 @@ def _run_check(census: Census, chunks_path: str, as_json: bool, show: int) -> in
         f"{split} chunks with split registers, {extra} unexpected",
         file=sys.stderr,
     )
-    return 1 if missing or split else 0
+    return 1 if missing or split or extra else 0
 
 
 if __name__ == "__main__":

@@ -73,6 +73,17 @@ def test_register_names_render_like_the_chunk_contract() -> None:
     assert name == "I2C_COMDn_REG (n: 0-7)"
     assert rc.register_name_key(name) == "I2C_COMDn_REG"
     assert rc.register_name_key("TWAI_ARB LOST CAP_REG") == "TWAI_ARBLOSTCAP_REG"
+    mid_note = rc.latex_name_to_text("mhpmcounter\\regindex{n}(\\regindex{n}: 3-12)h")
+    assert rc.register_name_key(mid_note) == "mhpmcounternh" != rc.register_name_key("mhpmcountern (n: 3-12)")
+
+
+def test_prose_starting_with_register_is_not_a_split_header() -> None:
+    found = rc.registers_in_chunk(
+        "AES\n\nRegister AES_AAD_BLOCK_NUM_REG stores the block number.\nMore prose."
+    )
+    assert found.headers_without_address == [] and found.complete == []
+    cut = rc.registers_in_chunk("AES\n\nRegister AES_KEY_n_REG (n: 0-7)")
+    assert cut.headers_without_address == ["AES_KEY_n_REG"]
 
 
 # ----------------------------------------------------------------------------- source census
