@@ -135,6 +135,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--mode", choices=(*MODES, "all"), default="hybrid")
     parser.add_argument("--doc-type", choices=DOC_TYPES, help="only cases filtered to this corpus")
     parser.add_argument("--show-misses", action="store_true", help="list cases not answered in the top 10")
+    parser.add_argument(
+        "--full-text",
+        action="store_true",
+        help="match against whole chunks instead of the shortened text agents receive",
+    )
     return parser.parse_args(argv)
 
 
@@ -153,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.full_text:
+        engine.result_chars = sys.maxsize
     modes = list(MODES) if args.mode == "all" else [args.mode]
     results: dict[str, dict[str, Scores]] = {}
     misses: dict[str, list[str]] = {}

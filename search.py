@@ -258,19 +258,39 @@ def docs_url(row: dict[str, Any], chip: str | None) -> str | None:
     return IDF_DOCS_URL.format(chip=target, path=row["file_path"])
 
 
-def excerpt(text: str, focus: list[str], budget: int = RESULT_TEXT_CHARS) -> tuple[str, bool]:
-    """Shorten ``text`` to ``budget`` characters, keeping the heading and the first focus symbol."""
+# fmt: off
+STOPWORDS = frozenset((
+    "the", "and", "for", "how", "what", "which", "where", "does", "with", "from", "that", "this",
+    "into", "are", "can", "its", "use", "set", "get", "there", "when", "who", "why", "will",
+    "about", "register", "address",
+))
+# fmt: on
+
+
+def query_terms(query: str) -> list[str]:
+    """Content words of a query, used to place the excerpt window of a long chunk."""
+    return [w for w in dict.fromkeys(re.findall(r"[a-z0-9_]{3,}", query.lower())) if w not in STOPWORDS]
+
+
+def excerpt(
+    text: str, focus: list[str], budget: int = RESULT_TEXT_CHARS, terms: list[str] | None = None
+) -> tuple[str, bool]:
+    """Shorten ``text`` to ``budget`` characters, keeping the heading line and the part that matters:
+    the first line naming a focus symbol, else the line-aligned window holding most query terms."""
     if len(text) <= budget:
         return text, False
+    heading = text.split("\n", 1)[0]
+    room = max(budget - len(heading) - 4, 200)
     lowered = text.lower()
     positions = [p for p in (lowered.find(s.lower()) for s in focus) if p >= 0]
-    start = min(positions) if positions else 0
-    if start + 200 <= budget:
+    if positions:
+        start = text.rfind("\n", 0, min(positions)) + 1
+    else:
+        starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        start = max(starts, key=lambda p: (sum(t in lowered[p : p + room] for t in terms or ()), -p))
+    if start + room <= budget:
         return text[:budget].rstrip() + " …", True
-    heading = text.split("\n", 1)[0]
-    line_start = text.rfind("\n", 0, start) + 1
-    room = max(budget - len(heading) - 4, 200)
-    return f"{heading}\n…\n{text[line_start : line_start + room].rstrip()} …", True
+    return f"{heading}\n…\n{text[start : start + room].rstrip()} …", True
 
 
 @dataclass
@@ -307,10 +327,18 @@ def open_engine(db_uri: str, *, demo_note: str | None = None) -> SearchEngine:
 class SearchEngine:
     """Hybrid retrieval over one opened LanceDB table; model and table are loaded once."""
 
-    def __init__(self, table: Any, embedder: Any, *, demo_note: str | None = None) -> None:
+    def __init__(
+        self,
+        table: Any,
+        embedder: Any,
+        *,
+        demo_note: str | None = None,
+        result_chars: int = RESULT_TEXT_CHARS,
+    ) -> None:
         self.table = table
         self.embedder = embedder
         self.demo_note = demo_note
+        self.result_chars = result_chars  # the eval raises it to measure what shortening costs
         self.index = StoreIndex.build(table)
 
     # -- search -------------------------------------------------------------------------------
@@ -343,7 +371,8 @@ class SearchEngine:
         if symbols:
             ranked = self._fuse_symbols(ranked, self._symbol_hits(symbols, where), symbols)
 
-        results = [self._result(row, filters.chip, symbols) for row in ranked[:k]]
+        terms = query_terms(query)
+        results = [self._result(row, filters.chip, symbols, terms) for row in ranked[:k]]
         payload = {
             "query": query,
             "mode": mode,
@@ -647,8 +676,10 @@ class SearchEngine:
 
     # -- shared -------------------------------------------------------------------------------
 
-    def _result(self, row: dict[str, Any], chip: str | None, focus: list[str]) -> dict[str, Any]:
-        text, truncated = excerpt(row["text"], focus)
+    def _result(
+        self, row: dict[str, Any], chip: str | None, focus: list[str], terms: list[str] | None = None
+    ) -> dict[str, Any]:
+        text, truncated = excerpt(row["text"], focus, self.result_chars, terms)
         return {
             "text": text,
             "text_truncated": truncated,
