@@ -334,6 +334,23 @@ ensure_venv() {
     echo "$stamp" > "$venv/.requirements-stamp"
 }
 
+# Takes the caller's virtualenv (e.g. the project's .venv under `uv run`) off
+# PATH before any Python runs, so the docs venv is built from and used with a
+# plain interpreter and the two environments never mix.
+drop_caller_virtualenv() {
+    local clean_path="" entry old_ifs="$IFS"
+    IFS=:
+    for entry in $PATH; do
+        if [ -n "${VIRTUAL_ENV:-}" ] && [ "$entry" = "$VIRTUAL_ENV/bin" ]; then
+            continue
+        fi
+        clean_path="${clean_path:+$clean_path:}$entry"
+    done
+    IFS="$old_ifs"
+    export PATH="$clean_path"
+    unset VIRTUAL_ENV PYTHONHOME PYTHONPATH
+}
+
 # Finds the real cross compiler for a prefix: on PATH, or in an ESP-IDF tools
 # install (install.sh puts it under $IDF_TOOLS_PATH or ~/.espressif).
 find_real_compiler() {
@@ -345,7 +362,7 @@ find_real_compiler() {
     fi
     tools_root="${USER_IDF_TOOLS_PATH:-$HOME/.espressif}/tools"
     [ -d "$tools_root" ] || return 0
-    find "$tools_root" -path "*/bin/${prefix}gcc" -type f 2>/dev/null | sort | tail -n 1
+    find "$tools_root" -path "*/bin/${prefix}gcc" \( -type f -o -type l \) 2>/dev/null | sort | tail -n 1
 }
 
 # Sets the environment export.sh would, with every tool location inside the
@@ -368,18 +385,6 @@ setup_environment() {
         note "no Espressif cross compiler found for some targets: using the configure-only stand-in in $STANDIN_DIR"
     fi
 
-    # Keep the caller's virtualenv (e.g. the project's .venv) out of PATH.
-    local clean_path="" entry old_ifs="$IFS"
-    IFS=:
-    for entry in $PATH; do
-        if [ -n "${VIRTUAL_ENV:-}" ] && [ "$entry" = "$VIRTUAL_ENV/bin" ]; then
-            continue
-        fi
-        clean_path="${clean_path:+$clean_path:}$entry"
-    done
-    IFS="$old_ifs"
-    unset VIRTUAL_ENV PYTHONHOME PYTHONPATH
-
     export IDF_PATH
     export IDF_TOOLS_PATH="$WORK_DIR/idf-tools"
     export IDF_PYTHON_ENV_PATH="$WORK_DIR/venv"
@@ -390,7 +395,7 @@ setup_environment() {
     export ESP_IDF_VERSION
     local standin_entry=""
     [ "$needs_standin" = 1 ] && standin_entry=":$STANDIN_DIR"
-    export PATH="$WORK_DIR/venv/bin${real_dirs}${standin_entry}:$clean_path"
+    export PATH="$WORK_DIR/venv/bin${real_dirs}${standin_entry}:$PATH"
     mkdir -p "$IDF_TOOLS_PATH"
 }
 
@@ -735,6 +740,7 @@ STANDIN_DIR="$WORK_DIR/standin"
 USER_IDF_TOOLS_PATH="${IDF_TOOLS_PATH:-}"
 [ -n "$JOBS" ] || JOBS="$(default_jobs)"
 
+drop_caller_virtualenv
 ensure_venv
 setup_environment
 stub_missing_submodules

@@ -53,6 +53,22 @@ def fake_idf(tmp_path: Path) -> Path:
     (root / "tools" / "requirements" / "requirements.core.txt").write_text("esptool\n")
     quoted = ", ".join(f"'{t}'" for t in FAKE_TARGETS)
     (root / "docs" / "conf_common.py").write_text(f"languages = ['en', 'zh_CN']\nidf_targets = [{quoted}]\n")
+    (root / "tools" / "cmake").mkdir()
+    for chip, prefix in [
+        ("esp32", "xtensa-esp32-elf-"),
+        ("esp32c3", "riscv32-esp-elf-"),
+        ("esp32p4", "riscv32-esp-elf-"),
+    ]:
+        (root / "tools" / "cmake" / f"toolchain-{chip}.cmake").write_text(
+            f"set(_CMAKE_TOOLCHAIN_PREFIX {prefix})\ninclude($ENV{{IDF_PATH}}/tools/cmake/toolchain.cmake)\n"
+        )
+    version_dir = root / "components" / "esp_common" / "include"
+    version_dir.mkdir(parents=True)
+    (version_dir / "esp_idf_version.h").write_text(
+        "#define ESP_IDF_VERSION_MAJOR   6\n"
+        "#define ESP_IDF_VERSION_MINOR   2\n"
+        "#define ESP_IDF_VERSION_PATCH   0\n"
+    )
     return root
 
 
@@ -279,3 +295,141 @@ def test_a_second_run_on_the_same_work_dir_is_refused(fake_idf: Path, tmp_path: 
     assert result.returncode == 1
     assert f"another build_idf_docs.sh (pid {os.getpid()}) is using" in result.stderr
     assert (work_dir / ".lock" / "pid").read_text().strip() == str(os.getpid())
+
+
+# ------------------------------------------ orchestration with a fake esp-docs --
+
+needs_build_tools = pytest.mark.skipif(
+    any(shutil.which(tool) is None for tool in ("doxygen", "cmake", "ninja", "gcc", "g++")),
+    reason="the script checks for these first (Debian: apt-get install doxygen cmake ninja-build g++)",
+)
+
+FAKE_BUILD_DOCS = """#!/usr/bin/env bash
+# Stands in for esp-docs: records what it was given, writes N pages plus doxygen XML.
+chip="$2"
+env > "$FAKE_DUMP_DIR/env-$chip.txt"
+command -v riscv32-esp-elf-gcc > "$FAKE_DUMP_DIR/compiler-$chip.txt"
+pwd > "$FAKE_DUMP_DIR/cwd-$chip.txt"
+mkdir -p "_build/en/$chip/xml/api-reference"
+for i in $(seq 1 "$FAKE_PAGES"); do
+    printf '<?xml version="1.0"?>\\n<!DOCTYPE document>\\n<document source="p$i.rst">\\n</document>\\n' \\
+        > "_build/en/$chip/xml/api-reference/page$i.xml"
+done
+for i in 1 2 3; do
+    printf '<?xml version="1.0"?>\\n<doxygenindex version="1.9.4">\\n</doxygenindex>\\n' \\
+        > "_build/en/$chip/xml/index$i.xml"
+done
+exit 1  # like the real one when a warning is new to the known-warnings list
+"""
+
+
+def make_fake_docs_venv(work_dir: Path, idf: Path) -> None:
+    """A venv the script accepts as current: build-docs present, stamp matching."""
+    bin_dir = work_dir / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "build-docs").write_text(FAKE_BUILD_DOCS)
+    (bin_dir / "build-docs").chmod(0o755)
+    requirements = idf / "tools" / "requirements" / "requirements.core.txt"
+    stamp = subprocess.run(
+        [
+            "bash",
+            "-c",
+            '{ echo "esp-docs linuxdoc sphinxcontrib-mermaid"; cat "$1"; } | cksum | cut -d" " -f1',
+            "-",
+            str(requirements),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (work_dir / "venv" / ".requirements-stamp").write_text(stamp + "\n")
+
+
+def run_fake_build(
+    fake_idf: Path, tmp_path: Path, pages: int, *args: str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    work_dir = tmp_path / "work"
+    dumps = tmp_path / "dumps"
+    dumps.mkdir(exist_ok=True)
+    if not (work_dir / "venv").exists():
+        make_fake_docs_venv(work_dir, fake_idf)
+    return run_script(
+        "--work-dir",
+        str(work_dir),
+        *args,
+        env_updates={
+            "IDF_PATH": str(fake_idf),
+            "FAKE_PAGES": str(pages),
+            "FAKE_DUMP_DIR": str(dumps),
+            "POLL_SECONDS": "1",
+            "IDF_TOOLS_PATH": str(tmp_path / "no-espressif-tools"),
+            "VIRTUAL_ENV": str(tmp_path / "project-venv"),
+            "PATH": f"{tmp_path / 'project-venv' / 'bin'}:{os.environ['PATH']}",
+            **env,
+        },
+    )
+
+
+@needs_build_tools
+def test_pages_are_counted_and_decide_success_despite_build_docs_exit(fake_idf: Path, tmp_path: Path) -> None:
+    result = run_fake_build(fake_idf, tmp_path, 7, "--min-pages", "5", "-j", "2", "esp32c3", "esp32p4")
+    assert result.returncode == 0, result.stderr
+    xml_dir = fake_idf / "docs" / "_build" / "en" / "esp32c3" / "xml"
+    assert f"esp32c3: 7 pages written in 0 min (build-docs exit 1) -> {xml_dir}" in result.stdout
+    assert "esp32p4: 7 pages written" in result.stdout
+    assert result.stdout.splitlines()[-1].startswith("built 2/2 targets in ")
+
+
+@needs_build_tools
+def test_too_few_pages_fail_and_stale_pages_do_not_count(fake_idf: Path, tmp_path: Path) -> None:
+    stale = fake_idf / "docs" / "_build" / "en" / "esp32c3" / "xml"
+    stale.mkdir(parents=True)
+    for i in range(10):
+        (stale / f"old{i}.xml").write_text("<?xml version='1.0'?>\n<document>\n</document>\n")
+    result = run_fake_build(fake_idf, tmp_path, 3, "--min-pages", "5", "esp32c3")
+    assert result.returncode == 1
+    assert "esp32c3: FAILED, 3 pages written (minimum 5, build-docs exit 1)" in result.stdout
+    assert result.stdout.splitlines()[-1].startswith("built 0/1 targets in ")
+
+
+@needs_build_tools
+def test_docs_build_gets_the_export_sh_environment_without_the_project_venv(
+    fake_idf: Path, tmp_path: Path
+) -> None:
+    result = run_fake_build(fake_idf, tmp_path, 1, "--min-pages", "1", "esp32c3")
+    assert result.returncode == 0, result.stderr
+    env = dict(
+        line.split("=", 1)
+        for line in (tmp_path / "dumps" / "env-esp32c3.txt").read_text().splitlines()
+        if "=" in line
+    )
+    work_dir = tmp_path / "work"
+    assert env["IDF_PATH"] == str(fake_idf)
+    assert env["IDF_TOOLS_PATH"] == str(work_dir / "idf-tools")
+    assert env["IDF_PYTHON_ENV_PATH"] == str(work_dir / "venv")
+    assert env["IDF_PYTHON_CHECK_CONSTRAINTS"] == "no"
+    assert env["IDF_MAINTAINER"] == "1"
+    assert env["IDF_SKIP_CHECK_SUBMODULES"] == "1"
+    assert env["ESP_IDF_VERSION"] == "6.2"
+    assert "VIRTUAL_ENV" not in env
+    assert str(tmp_path / "project-venv" / "bin") not in env["PATH"].split(":")
+    assert env["PATH"].split(":")[0] == str(work_dir / "venv" / "bin")
+    compiler = (tmp_path / "dumps" / "compiler-esp32c3.txt").read_text().strip()
+    assert compiler == str(work_dir / "standin" / "riscv32-esp-elf-gcc")
+    assert (tmp_path / "dumps" / "cwd-esp32c3.txt").read_text().strip() == str(fake_idf / "docs")
+
+
+@needs_build_tools
+def test_an_installed_espressif_toolchain_replaces_the_standin(fake_idf: Path, tmp_path: Path) -> None:
+    """The layout install.sh leaves under IDF_TOOLS_PATH (~/.espressif)."""
+    tools = tmp_path / "espressif"
+    real_bin = tools / "tools" / "riscv32-esp-elf" / "esp-14.2.0_20250730" / "riscv32-esp-elf" / "bin"
+    real_bin.mkdir(parents=True)
+    real_gcc = real_bin / "riscv32-esp-elf-gcc"
+    real_gcc.write_text("#!/bin/sh\necho riscv32-esp-elf\n")
+    real_gcc.chmod(0o755)
+    result = run_fake_build(fake_idf, tmp_path, 1, "--min-pages", "1", "esp32c3", IDF_TOOLS_PATH=str(tools))
+    assert result.returncode == 0, result.stderr
+    assert f"esp32c3: using the real cross compiler {real_gcc}" in result.stderr
+    assert "stand-in" not in result.stderr
+    assert (tmp_path / "dumps" / "compiler-esp32c3.txt").read_text().strip() == str(real_gcc)
