@@ -1,0 +1,90 @@
+# esp32-docs-mcp: every documented command. `just` lists them; each line says what healthy looks like.
+# Corpus locations come from the environment: TRM_PATH (TRM LaTeX), IDF_PATH (ESP-IDF checkout),
+# IDF_XML_PATH (built Sphinx XML, one folder per chip), ESP32_DOCS_DB (store; default ./esp_docs.lancedb).
+
+set positional-arguments
+
+db := env_var_or_default("ESP32_DOCS_DB", "esp_docs.lancedb")
+gold := env_var_or_default("EVAL_QUERIES", "../shared/eval/dev_queries.jsonl")
+
+_default:
+    @just --list --unsorted
+
+# Run the test suite; healthy: "N passed" and only corpus tests skipped when no corpus is set.
+test *args:
+    uv run pytest {{args}}
+
+# Lint and format check; healthy: "All checks passed!" and no file would be reformatted.
+lint:
+    uv run ruff check .
+    uv run ruff format --check .
+
+# Serve the MCP server over stdio on the store; healthy: it waits silently for a client.
+serve:
+    uv run mcp_server.py --db {{db}}
+
+# Serve the bundled demo sample (built on first use); healthy: it waits silently for a client.
+demo:
+    uv run mcp_server.py --demo
+
+# Parse the TRM LaTeX into trm_chunks.jsonl; healthy: summary line with ~13,600+ registers, exit 0.
+ingest-trm:
+    uv run ingest_trm.py --out-path trm_chunks.jsonl
+
+# Count registers in the LaTeX without the parser; healthy: per-chip table, ~14,000 registers.
+census:
+    uv run register_census.py source
+
+# Check every source register reached a chunk, unsplit; healthy: no missing registers, exit 0.
+check-trm: ingest-trm-if-missing
+    uv run register_census.py check trm_chunks.jsonl
+    uv run trm_verify.py words trm_chunks.jsonl
+    uv run trm_verify.py macros trm_chunks.jsonl
+
+[private]
+ingest-trm-if-missing:
+    @test -f trm_chunks.jsonl || just ingest-trm
+
+# Build ESP-IDF docs to XML for the given chips; healthy: "pages written" > 250 per chip.
+build-docs *chips:
+    ./build_idf_docs.sh "$@"
+
+# Ingest one chip's XML build into chunks_<chip>.jsonl (extra args: --idf-path or --source-commit); healthy: 0 placeholders, API census complete.
+ingest-idf chip xml_dir *args:
+    uv run ingest_sphinx_xml.py {{xml_dir}} --chip {{chip}} --out-path chunks_{{chip}}.jsonl {{args}}
+
+# Collapse per-chip chunks into idf_chunks.jsonl; healthy: ~3/4 of chunks collapse.
+dedup:
+    uv run dedup_chunks.py chunks_*.jsonl --out-path idf_chunks.jsonl
+
+# Ingest SoC headers from $IDF_PATH into src_chunks.jsonl; healthy: ~11,000 chunks, exit 0.
+ingest-src:
+    uv run ingest_source.py --idf-path {{env_var('IDF_PATH')}} --out-path src_chunks.jsonl
+
+# Share of TRM register names with a #define in the same chip's headers; healthy: ~75-80% overall.
+check-src-registers:
+    uv run ingest_source.py check-registers --trm-chunks trm_chunks.jsonl --src-chunks src_chunks.jsonl --min-share 0.7
+
+# Every declared header symbol reached a chunk; healthy: 100%, exit 0.
+check-src-census:
+    uv run ingest_source.py census --idf-path {{env_var('IDF_PATH')}} --src-chunks src_chunks.jsonl
+
+# Embed one corpus into the store (replaces that doc_type only); healthy: summary with 0 errors.
+embed doc_type chunks source_repo:
+    uv run embed_and_store.py {{chunks}} --doc-type {{doc_type}} --source-repo {{source_repo}} --db {{db}}
+
+# Validate the store; healthy: rows per doc_type/chip, round trip >= 95% at rank 1, exit 0.
+validate:
+    uv run validate_store.py --db {{db}}
+
+# Score retrieval on the dev queries; healthy: hit@5 and MRR@10 per category, no errors.
+eval mode="all":
+    uv run eval_retrieval.py {{gold}} --db {{db}} --mode {{mode}}
+
+# Latency p50/p95 over MCP stdio, cold start and server RSS; healthy: warm p50 in tens of ms.
+bench:
+    uv run bench.py --db {{db}}
+
+# Embedding speed per truncation length on real chunks; healthy: ~10 chunks/s at 256 tokens on 2 cores.
+bench-embed chunks="trm_chunks.jsonl":
+    uv run embed_bench.py {{chunks}}
