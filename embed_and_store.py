@@ -130,6 +130,8 @@ def open_store(db_uri: str, model_id: str | None = None) -> lancedb.table.Table:
         raise StoreError(f"no store at {db_uri} ({error}); {BUILD_HINT.format(db=db_uri)}") from error
     built_with = store_model_id(table)
     store_vector_dim(table)
+    if table.count_rows() == 0:
+        raise StoreError(f"the store at {db_uri} holds no chunks; {BUILD_HINT.format(db=db_uri)}")
     if model_id is not None and model_id != built_with:
         raise StoreError(
             f"the store at {db_uri} was built with embedding model {built_with!r}, not {model_id!r}; "
@@ -297,21 +299,33 @@ def embed_missing(
 # Store
 
 
-def ensure_table(db: lancedb.DBConnection, db_uri: str, model_id: str, dimension: int) -> lancedb.table.Table:
-    """The chunks table for this model, created empty with every index on first use."""
+def existing_table(
+    db: lancedb.DBConnection, db_uri: str, model_id: str, dimension: int
+) -> lancedb.table.Table | None:
+    """The chunks table if there is one, refusing a store built with another model before any work."""
     try:
         table = db.open_table(TABLE_NAME)
-    except ValueError:
-        metadata = {MODEL_ID_KEY: model_id.encode(), VECTOR_DIM_KEY: str(dimension).encode()}
-        table = db.create_table(
-            TABLE_NAME, schema=arrow_schema(dimension).with_metadata(metadata), exist_ok=True
-        )
+    except ValueError:  # LanceDB's "Table 'chunks' was not found"
+        return None
     built_with = store_model_id(table)
     if built_with != model_id or store_vector_dim(table) != dimension:
         raise StoreError(
             f"the store at {db_uri} was built with embedding model {built_with!r}, not {model_id!r}; "
             f"use --model {built_with} or build into another --db"
         )
+    return table
+
+
+def ensure_table(db: lancedb.DBConnection, db_uri: str, model_id: str, dimension: int) -> lancedb.table.Table:
+    """The chunks table for this model, created empty with every index on first use.
+
+    Called only once every vector exists, so a first build killed while embedding leaves no table
+    (the server then says how to build one) rather than an empty one.
+    """
+    table = existing_table(db, db_uri, model_id, dimension)
+    if table is None:
+        metadata = {MODEL_ID_KEY: model_id.encode(), VECTOR_DIM_KEY: str(dimension).encode()}
+        table = db.create_table(TABLE_NAME, schema=arrow_schema(dimension).with_metadata(metadata))
     existing = {index.name for index in table.list_indices()}
     for name, (column, config) in INDEXES.items():
         if name not in existing:  # only on an empty new table, or one whose creation was killed
@@ -414,13 +428,14 @@ def build(
     rows = load_rows(paths, doc_type, source_provenance(source_repo))
     embedder = embedder_factory()
     db = lancedb.connect(db_uri)
-    table = ensure_table(db, db_uri, embedder.model_id, embedder.dimension)
+    existing_table(db, db_uri, embedder.model_id, embedder.dimension)  # fail before an hour of work
     cache = EmbeddingCache(db, embedder.model_id, embedder.dimension)
     texts_by_hash = {row["content_hash"]: row["text"] for row in rows}
     vectors, embedded, cached = embed_missing(texts_by_hash, embedder, cache)
     if embedded:
         cache.compact()
     matrix = np.stack([vectors[row["content_hash"]] for row in rows])
+    table = ensure_table(db, db_uri, embedder.model_id, embedder.dimension)
     result = replace_doc_type(table, doc_type, rows_table(rows, matrix, table.schema))
     return BuildSummary(doc_type, len(rows), embedded, cached, result, time.monotonic() - started, db_uri)
 

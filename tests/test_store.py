@@ -380,19 +380,27 @@ def cached_hashes(db: Path) -> list[str]:
 
 def test_kill_9_mid_embedding_then_resume_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
     total = 12 * EMBED_BATCH
+    everything = crash_rows(total)
+    old_corpus = tmp_path / "old.jsonl"
+    write_jsonl(old_corpus, everything[: 2 * EMBED_BATCH])
     chunks = tmp_path / "crash.jsonl"
-    write_jsonl(chunks, crash_rows(total))
+    write_jsonl(chunks, everything)
     db = tmp_path / "db"
     tree = pinned_tree(tmp_path / "src", TRM_COMMIT)
     driver = Path(__file__).parent / "store_crash_driver.py"
-    cli = ["--", str(chunks), "--doc-type", "trm", "--source-repo", str(tree), "--db", str(db)]
+    store_args = ["--doc-type", "trm", "--source-repo", str(tree), "--db", str(db)]
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
 
-    process = subprocess.Popen(
-        [sys.executable, str(driver), str(first_log), *cli], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
+    def driven(log: Path, chunk_file: Path) -> list[str]:
+        return [sys.executable, str(driver), str(log), "--", str(chunk_file), *store_args]
+
+    subprocess.run(driven(tmp_path / "old.log", old_corpus), check=True, capture_output=True, timeout=120)
+    old_keys = set(rows_by_key(open_store(str(db)), "trm"))
+    assert len(old_keys) == 2 * EMBED_BATCH
+
+    process = subprocess.Popen(driven(first_log, chunks), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
-    while len(cached_hashes(db)) < 3 * EMBED_BATCH:
+    while len(cached_hashes(db)) < 5 * EMBED_BATCH:
         assert process.poll() is None, "the run finished before it could be killed"
         assert time.monotonic() < deadline, "embedding never started"
         time.sleep(0.05)
@@ -402,23 +410,29 @@ def test_kill_9_mid_embedding_then_resume_loses_nothing_and_repeats_nothing(tmp_
 
     at_kill = cached_hashes(db)
     assert len(at_kill) == len(set(at_kill)) and len(at_kill) % EMBED_BATCH == 0  # whole batches only
-    assert 0 < len(at_kill) < total
-    # Readers never saw a partial corpus: the store holds no trm rows yet.
-    assert open_store(str(db)).count_rows("doc_type = 'trm'") == 0
+    assert 2 * EMBED_BATCH < len(at_kill) < total
+    # Readers still see the old corpus, whole.
+    assert set(rows_by_key(open_store(str(db)), "trm")) == old_keys
 
-    resumed = subprocess.run(
-        [sys.executable, str(driver), str(second_log), *cli], capture_output=True, text=True, timeout=300
-    )
+    resumed = subprocess.run(driven(second_log, chunks), capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert f"rows={total} embedded={total - len(at_kill)} cached={len(at_kill)}" in resumed.stdout
     embedded_again = set(second_log.read_text().split())
     assert not embedded_again & set(at_kill), "a cached text was embedded again"
-    assert embedded_again | set(at_kill) == {row["content_hash"] for row in crash_rows(total)}
+    all_hashes = {row["content_hash"] for row in everything}
+    assert embedded_again | set(at_kill) == all_hashes
 
     table = open_store(str(db))
     assert store_model_id(table) == "test-hash-embedder"
-    assert table.count_rows("doc_type = 'trm'") == total
-    assert sorted(cached_hashes(db)) == sorted({row["content_hash"] for row in crash_rows(total)})
+    assert set(rows_by_key(table, "trm")) == {row_key(row) for row in everything}
+    assert sorted(cached_hashes(db)) == sorted(all_hashes)
+
+
+def test_open_store_refuses_an_empty_table(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    ensure_table(lancedb.connect(str(db)), str(db), "all-MiniLM-L6-v2", 384)  # a table, no rows yet
+    with pytest.raises(StoreError, match=r"holds no chunks; build one with"):
+        open_store(str(db))
 
 
 def test_validate_store_passes_a_good_store_and_fails_a_corrupted_one(
