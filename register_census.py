@@ -470,9 +470,8 @@ def _walk(
         _walk(target, manual, trm_root, tags, scan, macros, [*stack, path], origin)
 
 
-def _registers_in(
-    text: str, rel: str, chapter: str, case_include: tuple[str, str] | None
-) -> Iterator[RegisterHit]:
+def register_blocks(text: str) -> Iterator[tuple[str, str, str]]:
+    """(name, address, LaTeX from `\\begin{register}` to its `\\end{register}`) for each register."""
     for match in REGISTER_BEGIN_RE.finditer(text):
         cursor = skip_optional(text, match.end())
         placement = read_group(text, cursor)
@@ -483,6 +482,14 @@ def _registers_in(
             name = latex_name_to_text(name_group[0])
             address_group = read_group(text, name_group[1])
             address = latex_name_to_text(address_group[0]) if address_group else ""
+        end = text.find("\\end{register}", match.end())
+        yield name, address, text[match.start() : end if end >= 0 else len(text)]
+
+
+def _registers_in(
+    text: str, rel: str, chapter: str, case_include: tuple[str, str] | None
+) -> Iterator[RegisterHit]:
+    for name, address, _ in register_blocks(text):
         yield RegisterHit(name, register_name_key(name), address, rel, chapter, case_include)
 
 

@@ -140,3 +140,37 @@ def test_p4_chunk_shared_by_both_editions_counts_for_each() -> None:
     assert result["esp32p4@mainline:ESP32-P4/01-AES-latest__EN"] == 1.0
     v13["revisions"] = ["v1.3"]  # without the mainline label the mainline edition loses that text
     assert captures(rows)["esp32p4@mainline:ESP32-P4/01-AES-latest__EN"] < 0.6
+
+
+def register_ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
+    return {f"{r.label}:{r.name}": r.ratio for r in tv.register_capture(tv.chapter_sources(TRM, False), rows)}
+
+
+def test_every_register_of_a_correct_ingest_is_captured(tmp_path: Path) -> None:
+    ratios = register_ratios(good_rows())
+    assert len(ratios) == 13 and min(ratios.values()) >= 0.95
+    assert tv.main(["registers", write(tmp_path, good_rows()), "--trm-path", str(TRM)]) == 0
+
+
+def test_register_that_lost_its_field_descriptions_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # what a parser that drops text after a nested list does: the field lines keep only their names
+    rows = good_rows()
+    i2c = next(r for r in rows if "Register I2C_COMDn_REG" in r["text"])
+    i2c["text"] = "\n".join(
+        line.split(":")[0] if line.startswith("- ") else line for line in i2c["text"].split("\n")
+    )
+    ratios = register_ratios(rows)
+    assert ratios["esp32c3@mainline:I2C_COMDn_REG (n: 0-7)"] < tv.DEFAULT_REGISTER_FAIL_BELOW
+    assert ratios["esp32c3@mainline:UART_FIFO_REG"] == 1.0
+    assert tv.main(["registers", write(tmp_path, rows), "--trm-path", str(TRM)]) == 1
+    assert "I2C_COMDn_REG" in capsys.readouterr().out
+
+
+def test_chunk_register_blocks_split_at_each_header() -> None:
+    text = (
+        "P\n\nRegister A_REG\nAddress: 0x0\nFields:\n- A [0] reset 0x0: a.\n\n"
+        "Register B_REG (n: 0-1)\nAddress: 0x4"
+    )
+    assert [key for key, _ in tv.chunk_register_blocks(text)] == ["A_REG", "B_REG"]
