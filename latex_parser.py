@@ -237,7 +237,12 @@ _PATH_MACRO_DEF = re.compile(
 )
 _INCLUDE = re.compile(r"\\(" + "|".join(INCLUDE_COMMANDS) + r")(?![A-Za-z])\s*\{")
 _DOCUMENT = re.compile(r"\\begin\{document\}(.*?)(?:\\end\{document\}|\Z)", re.DOTALL)
-_IFGLOBAL = re.compile(r"\\ifglobal(?![A-Za-z])(.*?)(?:\\else(?![A-Za-z])(.*?))?\\fi(?![A-Za-z])", re.DOTALL)
+# TeX conditionals that nest with \fi (\iftagged and \ifthenelse are macros with arguments instead)
+_TEX_CONDITIONAL = re.compile(
+    r"\\(iffalse|iftrue|ifglobal|ifx|ifnum|ifdim|ifodd|ifdefined|ifcsname|ifcat|ifcase|else|fi)(?![A-Za-z])"
+)
+# what a manual build decides: the chapter is part of the global project; \iffalse hides text
+_CONSTANT_CONDITIONALS = {"iftrue": True, "ifglobal": True, "iffalse": False}
 
 
 @dataclass
@@ -258,9 +263,45 @@ def document_body(text: str) -> str:
     return match.group(1) if match else text
 
 
-def select_global_branch(text: str) -> str:
-    """Chapters test ``\\ifglobal`` to add stand-alone front matter; the manual takes the if-branch."""
-    return _IFGLOBAL.sub(lambda m: m.group(1), text)
+def select_constant_branches(text: str) -> str:
+    """Resolve ``\\iffalse``, ``\\iftrue`` and ``\\ifglobal`` blocks to the branch TeX would typeset.
+
+    ``\\iffalse ... \\fi`` hides retired registers (ESP32-C3 AES) and chapters test ``\\ifglobal``
+    to add stand-alone front matter; nested conditionals are matched by depth.
+    """
+    out: list[str] = []
+    pos = 0
+    while True:
+        opening = None
+        for match in _TEX_CONDITIONAL.finditer(text, pos):
+            if match.group(1) in _CONSTANT_CONDITIONALS:
+                opening = match
+                break
+        if opening is None:
+            out.append(text[pos:])
+            return "".join(out)
+        depth, else_at, fi_at = 0, None, None
+        for match in _TEX_CONDITIONAL.finditer(text, opening.end()):
+            token = match.group(1)
+            if token == "fi":
+                if depth == 0:
+                    fi_at = match
+                    break
+                depth -= 1
+            elif token == "else":
+                if depth == 0 and else_at is None:
+                    else_at = match
+            else:
+                depth += 1
+        out.append(text[pos : opening.start()])
+        if fi_at is None:  # unterminated: leave the text visible rather than drop the rest
+            pos = opening.end()
+            continue
+        yes_end = else_at.start() if else_at else fi_at.start()
+        no_part = text[else_at.end() : fi_at.start()] if else_at else ""
+        chosen = text[opening.end() : yes_end] if _CONSTANT_CONDITIONALS[opening.group(1)] else no_part
+        out.append(select_constant_branches(chosen))
+        pos = fi_at.end()
 
 
 def expand_file(path: Path, ctx: ExpandContext, stack: tuple[Path, ...] = ()) -> str:
@@ -280,7 +321,7 @@ def expand_file(path: Path, ctx: ExpandContext, stack: tuple[Path, ...] = ()) ->
         body = match.group("body").strip()
         if "/" in body or body.startswith("."):
             ctx.path_macros[name] = body
-    text = select_global_branch(document_body(text))
+    text = select_constant_branches(document_body(text))
     text = evaluate_tags(text, ctx.tags)
     return _expand_includes(text, path, ctx, (*stack, path))
 

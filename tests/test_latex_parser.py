@@ -98,7 +98,7 @@ def test_unbalanced_register_inside_tag_branches_does_not_swallow_the_file() -> 
     c6_names = [r.name for r in c6.tree.registers]
     assert "DEMO_OLD_REG" in c3_names and "DEMO_NEW_REG" not in c3_names
     assert "DEMO_NEW_REG" in c6_names and "DEMO_OLD_REG" not in c6_names
-    # the register after the tagged pair is still parsed on its own
+    # the register after the tagged pair is still parsed on its own; the \iffalse one is not
     assert c3_names[-1] == "DEMO_DATE_REG" and c6_names[-1] == "DEMO_DATE_REG"
     assert c3.tree.warnings == []
 
@@ -267,3 +267,9 @@ def _all_blocks(section: lp.Section) -> list[lp.Block]:
 def test_irregular_register_headers(header: str, first_lines: list[str]) -> None:
     tree = lp.build_tree("\\begin{register}" + header + "\\regfield{X}{32}{0}{{0}}\\end{register}", "C")
     assert tree.registers[0].render().splitlines()[:2] == first_lines
+
+
+def test_iffalse_hides_text_and_ifglobal_keeps_its_first_branch() -> None:
+    text = "a \\iffalse hidden \\ifx\\x\\y nested \\fi still hidden \\else shown \\fi b "
+    text += "\\ifglobal g \\else s \\fi"
+    assert lp.select_constant_branches(text) == "a  shown  b  g "
