@@ -119,7 +119,7 @@ COMMAND_RE = re.compile(r"\\([A-Za-z]+)\*?|\\(.)", re.S)
 
 def delatex(text: str) -> str:
     """Crude LaTeX-to-text: keep the words a reader sees, drop markup and non-text arguments."""
-    text = _drop_environment_markers(text)
+    text = _drop_environment_markers(text).replace("{}", "")  # `0x{}00CC` is one token
     out: list[str] = []
     pos = 0
     length = len(text)
