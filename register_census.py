@@ -1,13 +1,18 @@
 """Independent register census of the TRM LaTeX, and a check that every register reached a chunk.
 
 Why a second reader: a checker that shared latex_parser's include logic would share its blind spots
-(DESIGN §4, §9), so this module never imports the parser. It does its own crude scanning: chapter
-roots, recursive includes with path macros, comment stripping, and per-manual tag selection. Include
-names whose letter case differs from the file on disk are resolved case-insensitively *and reported*,
-so a parser that misses them shows up as a shortfall instead of hiding behind a shared omission.
+(DESIGN §4, §9), so this module never imports the parser. It does its own crude scanning: one manual
+per aggregator file (`<chip>-main__EN.tex`, ESP32-P4's `-chip-revision-v1.3__EN.tex`) whose chapters
+are the numbered roots it includes (ESP32-C61's include chapters of the C5/H2/P4 folders), recursive
+includes with path macros, comment stripping, `\\iffalse` blocks dropped, and tag selection with the
+manual's tags (its `\\chipname`, plus the aggregator's `\\usetag`). Include names whose letter case
+differs from the file on disk are resolved case-insensitively *and reported*, so a parser that misses
+them shows up as a shortfall instead of hiding behind a shared omission.
 
-    uv run register_census.py source [--trm-path DIR] [--json]
+    uv run register_census.py source [--trm-path DIR] [--json]   # exit 1 on an unresolved include
     uv run register_census.py check trm_chunks.jsonl [--trm-path DIR] [--json]
+        # exit 1 when a selected register is missing from the chunks, split across chunks, or when a
+        # chunk holds a register this chip/revision's manual does not print; exit 2 on bad input
 """
 
 from __future__ import annotations

@@ -103,7 +103,6 @@ NON_TEXT_ARGS: dict[str, int] = {
     "rotatebox": 1,
     "scalebox": 1,
     "resizebox": 2,
-    "arraybackslash": 0,
 }
 # Commands that render inside a word: their argument is glued to the text around them
 # (`INTERRUPT\\_CORE0\\_\\textit{SOURCE}\\_INT\\_MAP\\_REG` is one identifier).
