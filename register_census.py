@@ -265,6 +265,7 @@ class RegisterHit:
     file: str  # relative to the TRM tree
     chapter: str  # chapter file_path, e.g. "ESP32-C3/01-I2C__EN"
     case_include: tuple[str, str] | None  # (file, include) of a case-mismatched include on its path
+    continuation: bool = False  # the PDF's "Continued from the previous page" repeat of a register
 
 
 @dataclass(frozen=True)
@@ -494,8 +495,9 @@ def register_blocks(text: str) -> Iterator[tuple[str, str, str]]:
 def _registers_in(
     text: str, rel: str, chapter: str, case_include: tuple[str, str] | None
 ) -> Iterator[RegisterHit]:
-    for name, address, _ in register_blocks(text):
-        yield RegisterHit(name, register_name_key(name), address, rel, chapter, case_include)
+    for name, address, latex in register_blocks(text):
+        continuation = "continued from the previous page" in latex.lower()
+        yield RegisterHit(name, register_name_key(name), address, rel, chapter, case_include, continuation)
 
 
 # ----------------------------------------------------------------------------- the census
@@ -523,6 +525,7 @@ class Census:
     problems: list[IncludeProblem]
     raw_begin_total: int  # \begin{register} in every file reached, each file once, no tag selection
     selected_total: int  # register occurrences after tag selection, shared P4 chapters counted once
+    selected_whole_total: int  # the same without page-continuation repeats of a register
 
     def case_mismatches(self) -> list[dict[str, Any]]:
         """Each case-mismatched include once, with the registers its file tree holds (selected)."""
@@ -573,7 +576,7 @@ def take_census(trm_path: str | os.PathLike[str], progress: bool = False) -> Cen
     results: list[ManualCensus] = []
     problems: list[IncludeProblem] = []
     raw_by_file: dict[str, int] = {}
-    selected_ids: set[tuple[str, str, str, int]] = set()
+    selected_ids: set[tuple[str, str, str, int, bool]] = set()
     jobs = [(m, r) for m in manuals for r in m.chapter_roots]
     bar = tqdm(total=len(jobs), desc="census", unit="chapter", disable=not progress, file=sys.stderr)
     for manual in manuals:
@@ -591,11 +594,14 @@ def take_census(trm_path: str | os.PathLike[str], progress: bool = False) -> Cen
             for hit in selected.registers:
                 ident = (hit.file, hit.key, hit.address)
                 ordinal[ident] += 1
-                selected_ids.add((*ident, ordinal[ident]))
+                selected_ids.add((*ident, ordinal[ident], hit.continuation))
             bar.update()
         results.append(ManualCensus(manual, before, after))
     bar.close()
-    return Census(results, sorted(set(problems), key=str), sum(raw_by_file.values()), len(selected_ids))
+    whole = sum(1 for ident in selected_ids if not ident[-1])
+    return Census(
+        results, sorted(set(problems), key=str), sum(raw_by_file.values()), len(selected_ids), whole
+    )
 
 
 def census_json(census: Census) -> dict[str, Any]:
@@ -618,6 +624,7 @@ def census_json(census: Census) -> dict[str, Any]:
         ],
         "raw_begin_register_total": census.raw_begin_total,
         "selected_register_total": census.selected_total,
+        "selected_register_total_without_continuations": census.selected_whole_total,
         "revision_splits": census.revision_splits(),
         "case_mismatched_includes": census.case_mismatches(),
         "unresolved_includes": [p.__dict__ for p in census.unresolved()],
@@ -764,19 +771,20 @@ def check_json(results: list[ManualCheck]) -> dict[str, Any]:
     }
 
 
-def print_check(results: list[ManualCheck], show: int) -> None:
+def print_check(results: list[ManualCheck], show: int | None) -> None:
     for r in results:
-        for hit in r.missing[:show]:
+        limit = len(r.missing) + len(r.split) if show is None else show
+        for hit in r.missing[:limit]:
             print(f"MISSING {r.manual.label} {hit.name}  ({hit.file})")
-        if len(r.missing) > show:
-            print(f"MISSING {r.manual.label} ... and {len(r.missing) - show} more (use --json for all)")
-        for entry in r.split[:show]:
+        if len(r.missing) > limit:
+            print(f"MISSING {r.manual.label} ... and {len(r.missing) - limit} more (use --json for all)")
+        for entry in r.split[:limit]:
             print(
                 f"SPLIT   {r.manual.label} {entry['file_path']}#{entry['chunk_index']}: "
                 + "; ".join(entry["problems"])
             )
         if r.extra:
-            shown = ", ".join(r.extra[:5])
+            shown = ", ".join(r.extra if show is None else r.extra[:show])
             print(
                 f"EXTRA   {r.manual.label} {len(r.extra)} registers in chunks but not selected in source: "
                 + shown
@@ -800,7 +808,9 @@ def main(argv: list[str] | None = None) -> int:
     source = sub.add_parser("source", help="count registers per chip/revision in the LaTeX sources")
     check = sub.add_parser("check", help="compare the source census with the registers in a chunks JSONL")
     check.add_argument("chunks", help="trm_chunks.jsonl written by ingest_trm.py")
-    check.add_argument("--show", type=int, default=20, help="missing/split entries printed per manual")
+    check.add_argument(
+        "--show", type=int, default=None, help="missing/split entries printed per manual (default: all)"
+    )
     for p in (source, check):
         p.add_argument(
             "--trm-path", default=os.environ.get("TRM_PATH"), help="TRM LaTeX tree (default: $TRM_PATH)"
@@ -827,14 +837,15 @@ def _run_source(census: Census, as_json: bool) -> int:
     print(
         f"census: {len(census.manuals)} manuals, "
         f"{census.raw_begin_total} \\begin{{register}} before tag selection, "
-        f"{census.selected_total} after ({after} counting each P4 manual), "
+        f"{census.selected_total} after ({census.selected_whole_total} without page-continuation repeats, "
+        f"{after} counting each P4 manual), "
         f"{len(census.case_mismatches())} case-mismatched includes, {len(unresolved)} unresolved",
         file=sys.stderr,
     )
     return 1 if unresolved else 0
 
 
-def _run_check(census: Census, chunks_path: str, as_json: bool, show: int) -> int:
+def _run_check(census: Census, chunks_path: str, as_json: bool, show: int | None) -> int:
     from schema import read_jsonl
 
     if not Path(chunks_path).is_file():
