@@ -48,9 +48,9 @@ WRAPPER_ENVIRONMENTS = (
 SECTION_LEVELS = {"chapter": 0, "section": 1, "subsection": 2, "subsubsection": 3}
 MAX_INCLUDE_DEPTH = 20
 MAX_MACRO_PASSES = 8
+UNNAMED_FIELD = "(unnamed)"
 
 _IDENTIFIER = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
-_ACCESS_SUFFIX = re.compile(r"\(\s*([A-Z][A-Za-z0-9]*(?:\s*/\s*[A-Za-z0-9]+)*)\s*\)\s*$")
 _PARAM_NOTE = re.compile(r"\(([^()]*)\)")
 # a header whose parameter note slipped into the address argument: ``{n: 1 - 31)(0x00C8 + 4*n}``
 _NOTE_IN_ADDRESS = re.compile(r"([A-Za-z]+\s*:[^()]*)\)\s*\((.*)")
@@ -819,7 +819,7 @@ def _parse_fields(body: str) -> list[RegField]:
         value, value_text = parse_reset(reset[0], width_bits)
         fields.append(
             RegField(
-                name=re.sub(r"\s+", "", plain_identifier(name[0])) or "(unnamed)",
+                name=re.sub(r"\s+", "", plain_identifier(name[0])) or UNNAMED_FIELD,
                 msb=low + width_bits - 1,
                 lsb=low,
                 reset=value,
@@ -829,8 +829,26 @@ def _parse_fields(body: str) -> list[RegField]:
     return fields
 
 
-_ITEM = re.compile(r"\\item(?![A-Za-z])")
+_ITEM_OR_ENV = re.compile(r"\\(begin|end)\{[^{}]*\}|\\item(?![A-Za-z])")
+# the access codes the manuals use; a description may state its access before a nested list
+_ACCESS_CODE = r"(?:R|W|O|RO|WO|WT|WTC|SS|SC|SU|WL|HRO|WS|WC|RC|W1|W1C|W1S|RW|R0)"
+_ACCESS_ANYWHERE = re.compile(r"\(\s*(" + _ACCESS_CODE + r"(?:\s*/\s*" + _ACCESS_CODE + r")*)\s*\)")
+_ACCESS_SUFFIX = re.compile(_ACCESS_ANYWHERE.pattern + r"\s*$")
 _CONTINUATION_ITEM = re.compile(r"^Continued (from|on) ", re.IGNORECASE)
+
+
+def _top_level_items(listing: str) -> list[int]:
+    """Positions of ``\\item`` that start a field, not those of a list nested in a description."""
+    positions: list[int] = []
+    depth = 0
+    for match in _ITEM_OR_ENV.finditer(listing):
+        if match.group(1) == "begin":
+            depth += 1
+        elif match.group(1) == "end":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            positions.append(match.start())
+    return positions
 
 
 def _parse_descriptions(body: str) -> dict[str, tuple[str, str]]:
@@ -841,26 +859,33 @@ def _parse_descriptions(body: str) -> dict[str, tuple[str, str]]:
         return {}
     listing = body[start + len("\\begin{reglist}") : stop if stop > start else len(body)]
     descriptions: dict[str, tuple[str, str]] = {}
-    positions = [m.start() for m in _ITEM.finditer(listing)] + [len(listing)]
+    previous: str | None = None
+    positions = [*_top_level_items(listing), len(listing)]
     for begin, end in pairwise(positions):
         item = listing[begin + len("\\item") : end]
         label, after = read_optional(item, 0)
+        text = latex_to_text((item[after:] if label is not None else item).replace("\\\\", "\n"))
         if label is None:
+            # an unlabelled item continues the previous field's description
+            if previous is not None and text:
+                access, description = descriptions[previous]
+                descriptions[previous] = (access, f"{description} {_one_line(text)}".strip())
             continue
         name = re.sub(r"\s+", "", plain_identifier(label))
         if not name or _CONTINUATION_ITEM.match(plain_identifier(label)):
             continue
-        text = item[after:].replace("\\\\", "\n")
-        text = latex_to_text(text)
-        segments = [s.strip() for s in text.split("\n") if s.strip()]
-        description = _join_segments(segments)
         access = ""
-        access_match = _ACCESS_SUFFIX.search(description)
+        access_match = _ACCESS_SUFFIX.search(text) or _ACCESS_ANYWHERE.search(text)
         if access_match:
             access = re.sub(r"\s+", "", access_match.group(1))
-            description = description[: access_match.start()].rstrip()
-        descriptions[name] = (access, description)
+            text = text[: access_match.start()].rstrip() + "\n" + text[access_match.end() :].lstrip()
+        descriptions[name] = (access, _one_line(text))
+        previous = name
     return descriptions
+
+
+def _one_line(text: str) -> str:
+    return _join_segments([s.strip() for s in text.split("\n") if s.strip()])
 
 
 def _join_segments(segments: list[str]) -> str:
@@ -991,6 +1016,10 @@ _WRAPPER = re.compile(
 )
 
 
+# drawings whose source is coordinates and box widths, not prose (captions sit outside them)
+_DRAWING = re.compile(r"\\begin\{(bytefield|tikzpicture)\}.*?\\end\{\1\}", re.DOTALL)
+
+
 @dataclass
 class ChapterTree:
     """A parsed chapter: its heading tree, registers in document order, and what went wrong."""
@@ -1012,7 +1041,7 @@ def build_tree(text: str, fallback_title: str) -> ChapterTree:
     pos = 0
 
     def add_prose(fragment: str) -> None:
-        fragment = _WRAPPER.sub("\n", fragment)
+        fragment = _WRAPPER.sub("\n", _DRAWING.sub("\n", fragment))
         converted = latex_to_text(fragment)
         for paragraph in re.split(r"\n\s*\n", converted):
             if paragraph.strip():
@@ -1106,6 +1135,9 @@ def _take_register(
     name, note, address, header_end = header
     body = env_text[header_end:]
     fields = _parse_fields(body)
+    unnamed = [f for f in fields if f.name == UNNAMED_FIELD]
+    if len(unnamed) == 1:
+        unnamed[0].name = name  # a whole-register field is described under the register's name
     descriptions = _parse_descriptions(body)
     previous = registers[-1] if registers else None
     is_continued = (

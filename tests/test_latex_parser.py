@@ -273,3 +273,38 @@ def test_iffalse_hides_text_and_ifglobal_keeps_its_first_branch() -> None:
     text = "a \\iffalse hidden \\ifx\\x\\y nested \\fi still hidden \\else shown \\fi b "
     text += "\\ifglobal g \\else s \\fi"
     assert lp.select_constant_branches(text) == "a  shown  b  g "
+
+
+def test_drawings_are_left_out_of_prose() -> None:
+    text = "Before.\n\\begin{bytefield}[bitwidth=1em]\\bitbox{5}{START}\\end{bytefield}\nAfter."
+    tree = lp.build_tree(text, "C")
+    assert [b.text for b in tree.root.blocks] == ["Before.", "After."]
+
+
+def test_field_description_keeps_its_nested_list_and_access() -> None:
+    body = (
+        "\\begin{regdesc}\\begin{reglist}\n"
+        "\\item [IO\\_MUX\\_CLK1] Configure clock output: (R/W)\n"
+        "\\begin{itemize}\n\\item 0: output to CLK\\_OUT1.\n\\item 15: disabled.\n\\end{itemize}\n"
+        "\\item [IO\\_MUX\\_DELAY] Power switch delay (in APB cycles). (RO)\n"
+        "\\end{reglist}\\end{regdesc}"
+    )
+    descriptions = lp._parse_descriptions(body)
+    access, text = descriptions["IO_MUX_CLK1"]
+    assert access == "R/W"
+    assert "0: output to CLK_OUT1." in text and "15: disabled." in text
+    assert descriptions["IO_MUX_DELAY"] == ("RO", "Power switch delay (in APB cycles).")
+
+
+def test_whole_register_field_without_a_name_takes_the_register_name() -> None:
+    text = (
+        "\\begin{register}{H}{EFUSE\\_BLK0\\_RDATA1\\_REG}{0x004}\n"
+        "\\regfield{}{32}{0}{00000000000000000000000000000000}%\n"
+        "\\begin{regdesc}\\begin{reglist}\n"
+        "\\item [EFUSE\\_BLK0\\_RDATA1\\_REG]Returns the lower 32 bits of the MAC address. (RO)\n"
+        "\\end{reglist}\\end{regdesc}\n\\end{register}"
+    )
+    rendered = lp.build_tree(text, "C").registers[0].render()
+    assert rendered.endswith(
+        "- EFUSE_BLK0_RDATA1_REG [31:0] (RO) reset 0x0: Returns the lower 32 bits of the MAC address."
+    )
