@@ -48,6 +48,7 @@ TAG_COMMAND_RE = re.compile(r"\\(iftagged|tagged|untagged)(?![A-Za-z])")
 REGISTER_BEGIN_RE = re.compile(r"\\begin\s*\{register\}")
 VERBATIM_ENVS = ("lstlisting", "verbatim")
 PARAMETER_NOTE_RE = re.compile(r"\([^()]*:[^()]*\)")
+REGFIELD_RE = re.compile(r"\\regfield(?:rotate)?(?![A-Za-z])")
 CONDITIONAL_RE = re.compile(r"\\(if[A-Za-z]*|fi|else)(?![A-Za-z])")
 
 
@@ -231,7 +232,7 @@ def register_name_key(name: str) -> str:
 def latex_name_to_text(arg: str) -> str:
     """Render a register-name argument as text: `I2C\\_X\\regindex{n}` -> `I2C_Xn`."""
     text = arg.replace("\\_", "_")
-    text = re.sub(r"\\textcolor\s*\{[^{}]*\}", "", text)
+    text = re.sub(r"\\(?:textcolor|rotatebox)\s*(?:\[[^]]*\])?\s*\{[^{}]*\}", "", text)  # colour, angle
     text = re.sub(r"\\[A-Za-z]+\*?", "", text)
     text = text.replace("{", "").replace("}", "")
     return re.sub(r"\s+", " ", text).strip()
@@ -266,6 +267,7 @@ class RegisterHit:
     chapter: str  # chapter file_path, e.g. "ESP32-C3/01-I2C__EN"
     case_include: tuple[str, str] | None  # (file, include) of a case-mismatched include on its path
     continuation: bool = False  # the PDF's "Continued from the previous page" repeat of a register
+    fields: frozenset[str] = frozenset()  # keys of its named \\regfield bit fields (not reserved)
 
 
 @dataclass(frozen=True)
@@ -497,7 +499,19 @@ def _registers_in(
 ) -> Iterator[RegisterHit]:
     for name, address, latex in register_blocks(text):
         continuation = "continued from the previous page" in latex.lower()
-        yield RegisterHit(name, register_name_key(name), address, rel, chapter, case_include, continuation)
+        fields = frozenset(field_names(latex))
+        yield RegisterHit(
+            name, register_name_key(name), address, rel, chapter, case_include, continuation, fields
+        )
+
+
+def field_names(latex: str) -> Iterator[str]:
+    """Keys of the named bit fields of one register's LaTeX (`\\regfield{NAME}{width}{lsb}{reset}`)."""
+    for match in REGFIELD_RE.finditer(latex):
+        group = read_group(latex, match.end())
+        name = latex_name_to_text(group[0]) if group else ""
+        if name and "reserved" not in name.lower():
+            yield re.sub(r"\s+", "", name)
 
 
 # ----------------------------------------------------------------------------- the census
@@ -510,6 +524,13 @@ class ManualCensus:
     manual: Manual
     before: list[RegisterHit]
     after: list[RegisterHit]
+
+    def fields(self) -> dict[str, set[str]]:
+        """Register key -> named bit fields over all its occurrences (continuations add none)."""
+        union: dict[str, set[str]] = defaultdict(set)
+        for hit in self.after:
+            union[hit.key] |= hit.fields
+        return union
 
     def names(self) -> dict[str, RegisterHit]:
         """Distinct register keys after tag selection -> first occurrence (for file attribution)."""
@@ -660,7 +681,7 @@ def print_census(census: Census) -> None:
 # ----------------------------------------------------------------------------- reading chunks
 
 REGISTER_LINE_RE = re.compile(r"^Register (\S.*?)\s*$")
-FIELD_LINE_RE = re.compile(r"^- \S+ \[\d+(?::\d+)?\]")
+FIELD_LINE_RE = re.compile(r"^- (.+?) \[\d+(?::\d+)?\]")
 IDENTIFIER_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*_[A-Za-z0-9_]*$")
 
 
@@ -669,6 +690,7 @@ class ChunkRegisters:
     """Registers found in one chunk, and signs that a register was split across chunks."""
 
     complete: list[str] = field(default_factory=list)  # keys with a header and an Address line
+    fields: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # key -> field lines
     headers_without_address: list[str] = field(default_factory=list)
     orphan_address: bool = False
     orphan_fields: bool = False
@@ -679,13 +701,17 @@ def registers_in_chunk(text: str) -> ChunkRegisters:
     found = ChunkRegisters()
     lines = text.split("\n")
     first_header: int | None = None
+    current: str | None = None
     for i, line in enumerate(lines):
         header = REGISTER_LINE_RE.match(line)
         next_line = lines[i + 1] if i + 1 < len(lines) else ""
+        if (field_line := FIELD_LINE_RE.match(line)) and current is not None:
+            found.fields[current].add(re.sub(r"\s+", "", field_line.group(1)))
         if header:
             key = register_name_key(header.group(1))
             if next_line.startswith("Address:"):
                 found.complete.append(key)
+                current = key
                 first_header = i if first_header is None else first_header
             elif IDENTIFIER_RE.match(header.group(1).split(" (", 1)[0]):  # not prose "Register X does..."
                 found.headers_without_address.append(key)
@@ -713,6 +739,7 @@ class ManualCheck:
     missing: list[RegisterHit]
     extra: list[str]
     split: list[dict[str, Any]]
+    incomplete: list[tuple[RegisterHit, list[str]]]  # registers that reached a chunk without some fields
 
 
 def check_chunks(census: Census, rows: Iterable[dict[str, Any]]) -> list[ManualCheck]:
@@ -727,11 +754,14 @@ def check_chunks(census: Census, rows: Iterable[dict[str, Any]]) -> list[ManualC
         manual = mc.manual
         multi = revisions_per_chip[manual.chip] > 1
         found: set[str] = set()
+        found_fields: dict[str, set[str]] = defaultdict(set)
         split: list[dict[str, Any]] = []
         for row, regs in parsed:
             if not _row_matches(row, manual.chip, manual.revision, multi):
                 continue
             found.update(regs.complete)
+            for key, names in regs.fields.items():
+                found_fields[key] |= names
             reasons = []
             if regs.headers_without_address:
                 reasons.append("header without Address line: " + ", ".join(regs.headers_without_address))
@@ -750,7 +780,12 @@ def check_chunks(census: Census, rows: Iterable[dict[str, Any]]) -> list[ManualC
         source = mc.names()
         missing = [hit for key, hit in sorted(source.items()) if key not in found]
         extra = sorted(found - set(source))
-        results.append(ManualCheck(manual, source, found, missing, extra, split))
+        incomplete = [
+            (source[key], sorted(wanted - found_fields[key]))
+            for key, wanted in sorted(mc.fields().items())
+            if key in found and wanted - found_fields[key]
+        ]
+        results.append(ManualCheck(manual, source, found, missing, extra, split, incomplete))
     return results
 
 
@@ -765,6 +800,9 @@ def check_json(results: list[ManualCheck]) -> dict[str, Any]:
                 "missing": [{"name": h.name, "file": h.file, "chapter": h.chapter} for h in r.missing],
                 "extra": r.extra,
                 "split": r.split,
+                "incomplete": [
+                    {"name": h.name, "file": h.file, "missing_fields": fields} for h, fields in r.incomplete
+                ],
             }
             for r in results
         ]
@@ -773,9 +811,11 @@ def check_json(results: list[ManualCheck]) -> dict[str, Any]:
 
 def print_check(results: list[ManualCheck], show: int | None) -> None:
     for r in results:
-        limit = len(r.missing) + len(r.split) if show is None else show
+        limit = len(r.missing) + len(r.split) + len(r.incomplete) if show is None else show
         for hit in r.missing[:limit]:
             print(f"MISSING {r.manual.label} {hit.name}  ({hit.file})")
+        for hit, fields in r.incomplete[:limit]:
+            print(f"FIELDS  {r.manual.label} {hit.name} lacks {', '.join(fields)}  ({hit.file})")
         if len(r.missing) > limit:
             print(f"MISSING {r.manual.label} ... and {len(r.missing) - limit} more (use --json for all)")
         for entry in r.split[:limit]:
@@ -790,12 +830,14 @@ def print_check(results: list[ManualCheck], show: int | None) -> None:
                 + shown
             )
     print(
-        f"\n{'chip':10} {'revision':9} {'source':>7} {'chunks':>7} {'missing':>7} {'extra':>6} {'split':>6}"
+        f"\n{'chip':10} {'revision':9} {'source':>7} {'chunks':>7} {'missing':>7} {'fields':>6} "
+        f"{'extra':>6} {'split':>6}"
     )
     for r in results:
         print(
             f"{r.manual.chip:10} {r.manual.revision:9} {len(r.source):7d} "
-            f"{len(r.source) - len(r.missing):7d} {len(r.missing):7d} {len(r.extra):6d} {len(r.split):6d}"
+            f"{len(r.source) - len(r.missing):7d} {len(r.missing):7d} {len(r.incomplete):6d} "
+            f"{len(r.extra):6d} {len(r.split):6d}"
         )
 
 
@@ -861,13 +903,15 @@ def _run_check(census: Census, chunks_path: str, as_json: bool, show: int | None
     missing = sum(len(r.missing) for r in results)
     split = sum(len(r.split) for r in results)
     extra = sum(len(r.extra) for r in results)
+    incomplete = sum(len(r.incomplete) for r in results)
     source = sum(len(r.source) for r in results)
     print(
-        f"check: {source - missing}/{source} registers reached a chunk whole; {missing} missing, "
-        f"{split} chunks with split registers, {extra} unexpected",
+        f"check: {source - missing - incomplete}/{source} registers reached a chunk whole; "
+        f"{missing} missing, {incomplete} without some fields, {split} chunks with split registers, "
+        f"{extra} unexpected",
         file=sys.stderr,
     )
-    return 1 if missing or split or extra else 0
+    return 1 if missing or split or extra or incomplete else 0
 
 
 if __name__ == "__main__":

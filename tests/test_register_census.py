@@ -216,6 +216,24 @@ def test_check_flags_a_register_split_across_chunks(tmp_path: Path) -> None:
     assert "UART_CLKDIV_REG" in {m["name"] for m in by_manual(report, "esp32c3")["missing"]}
 
 
+def test_check_names_fields_a_register_lost(tmp_path: Path) -> None:
+    rows = good_rows()
+    uart = next(r for r in rows if "Register UART_CLKDIV_REG" in r["text"])
+    uart["text"] = "\n".join(
+        line for line in uart["text"].split("\n") if not line.startswith("- UART_CLKDIV_FRAG")
+    )
+    status, report = run_check(tmp_path, rows)
+    assert status == 1
+    assert by_manual(report, "esp32c3")["incomplete"] == [
+        {
+            "name": "UART_CLKDIV_REG",
+            "file": "ESP32-C3/02-UART/02-UART-reg__EN.tex",
+            "missing_fields": ["UART_CLKDIV_FRAG"],
+        }
+    ]
+    assert by_manual(report, "esp32c3")["missing"] == []
+
+
 def test_check_keeps_p4_revisions_apart(tmp_path: Path) -> None:
     rows = good_rows()
     strap = next(r for r in rows if "Register GPIO_STRAP_REG" in r["text"])
