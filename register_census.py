@@ -11,8 +11,9 @@ them shows up as a shortfall instead of hiding behind a shared omission.
 
     uv run register_census.py source [--trm-path DIR] [--json]   # exit 1 on an unresolved include
     uv run register_census.py check trm_chunks.jsonl [--trm-path DIR] [--json]
-        # exit 1 when a selected register is missing from the chunks, split across chunks, or when a
-        # chunk holds a register this chip/revision's manual does not print; exit 2 on bad input
+        # exit 1 when a selected register is missing from the chunks, lacks one of its named bit
+        # fields, is split across chunks, or when a chunk holds a register this chip/revision's
+        # manual does not print; exit 2 on bad input
 """
 
 from __future__ import annotations
