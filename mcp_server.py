@@ -37,7 +37,7 @@ DEMO_CHUNKS = SAMPLES_DIR / "esp32c3_trm_sample.jsonl"
 DEMO_SOURCE_NOTE = SAMPLES_DIR / "SOURCE.md"
 DEMO_NOTE = (
     "DEMO SAMPLE: results come from a small excerpt of the ESP32-C3 Technical Reference Manual "
-    "(UART, GPIO/IO MUX and SYSTIMER chapters) only, not the full documentation store"
+    "(UART, IO MUX/GPIO, SYSTIMER, LED PWM and AES chapters) only, not the full documentation store"
 )
 READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
