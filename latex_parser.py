@@ -871,7 +871,8 @@ def _parse_descriptions(body: str) -> dict[str, tuple[str, str]]:
                 access, description = descriptions[previous]
                 descriptions[previous] = (access, f"{description} {_one_line(text)}".strip())
             continue
-        name = re.sub(r"\s+", "", plain_identifier(label))
+        # ``SLC1_TOHOST_BITn_INT_ENA (n: 0-7)``: the index note is not part of the field name
+        name = re.sub(r"\s+", "", _PARAM_NOTE.sub("", plain_identifier(label)))
         if not name or _CONTINUATION_ITEM.match(plain_identifier(label)):
             continue
         access = ""

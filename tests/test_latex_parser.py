@@ -308,3 +308,18 @@ def test_whole_register_field_without_a_name_takes_the_register_name() -> None:
     assert rendered.endswith(
         "- EFUSE_BLK0_RDATA1_REG [31:0] (RO) reset 0x0: Returns the lower 32 bits of the MAC address."
     )
+
+
+def test_indexed_description_with_index_note_matches_numbered_fields() -> None:
+    text = (
+        "\\begin{register}{H}{DMAC\\_CHEN0\\_REG}{0x0018}\n"
+        "\\regfield{DMAC\\_CH2\\_EN}{1}{1}{{0}}\\regfield{DMAC\\_CH1\\_EN}{1}{0}{{1}}\n"
+        "\\begin{regdesc}\\begin{reglist}\n"
+        "\\item [DMAC\\_CH\\regindex{n}\\_EN (\\regindex{n}: 1-2)] Enables channel n. (R/W)\n"
+        "\\end{reglist}\\end{regdesc}\n\\end{register}"
+    )
+    lines = lp.build_tree(text, "C").registers[0].render().splitlines()
+    assert lines[4:] == [
+        "- DMAC_CH2_EN [1] (R/W) reset 0x0: Enables channel n.",
+        "- DMAC_CH1_EN [0] (R/W) reset 0x1: Enables channel n.",
+    ]
