@@ -48,7 +48,12 @@ def percentiles(values: list[int]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("chunks", type=Path, help="chunk JSONL (schema.py rows)")
-    parser.add_argument("--sample", type=int, default=200, help="chunks to embed per truncation length")
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=200,
+        help="chunks to embed per truncation length (0: token lengths only)",
+    )
     parser.add_argument("--max-tokens", type=int, nargs="+", default=[128, 256, 512])
     parser.add_argument("--queries", type=Path, help="eval JSONL with a query field, for query latency")
     parser.add_argument("--threads", type=int, help="onnxruntime intra-op threads (default: available cores)")
@@ -56,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         texts = read_field(args.chunks, "text")
         queries = read_field(args.queries, "query") if args.queries else []
-        if args.sample < 1:
-            raise ValueError(f"--sample must be at least 1, got {args.sample}")
+        if args.sample < 0:
+            raise ValueError(f"--sample must be 0 (token lengths only) or more, got {args.sample}")
         for limit in args.max_tokens:
             embedder.check_max_tokens(limit, embedder.MINILM_POSITION_LIMIT)
     except (OSError, ValueError) as error:
@@ -86,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sample = random.Random(0).sample(texts, min(args.sample, len(texts)))
     sample_counts = model.count_tokens(sample)
-    for limit in args.max_tokens:
+    for limit in args.max_tokens if sample else ():
         truncated = embedder.OnnxMiniLM(max_tokens=limit, threads=args.threads)
         truncated.embed_documents(sample[:8])  # warm-up: first run allocates
         started = time.perf_counter()
