@@ -107,7 +107,7 @@ NON_TEXT_ARGS: dict[str, int] = {
 # Commands that render inside a word: their argument is glued to the text around them
 # (`INTERRUPT\\_CORE0\\_\\textit{SOURCE}\\_INT\\_MAP\\_REG` is one identifier).
 INLINE_COMMANDS = frozenset(
-    {"regindex", "hexprefix", "textcolor", "textit", "textbf", "texttt", "emph", "textsc", "textsf", "textrm"}
+    {"regindex", "textcolor", "textit", "textbf", "texttt", "emph", "textsc", "textsf", "textrm"}
     | {"text", "mbox", "it", "bf", "tt"}
 )
 # Environments whose first brace arguments are layout, not text.
@@ -118,7 +118,8 @@ COMMAND_RE = re.compile(r"\\([A-Za-z]+)\*?|\\(.)", re.S)
 
 def delatex(text: str) -> str:
     """Crude LaTeX-to-text: keep the words a reader sees, drop markup and non-text arguments."""
-    text = _drop_environment_markers(text).replace("{}", "")  # `0x{}00CC` is one token
+    # `0x{}00CC` and `\\hexprefix{}00CC` both print 0x00CC: one token
+    text = re.sub(r"\\hexprefix\s*(\{\})?", "0x", _drop_environment_markers(text)).replace("{}", "")
     out: list[str] = []
     pos = 0
     length = len(text)
