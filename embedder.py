@@ -441,13 +441,17 @@ def write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
+def build_minilm_onnx_from_dir(model_dir: Path) -> bytes:
+    config = json.loads((model_dir / "config.json").read_text())
+    return build_minilm_onnx(read_safetensors(model_dir / "model.safetensors"), config)
+
+
 def minilm_onnx_path(model_dir: Path, cache_dir: Path | None = None, *, rebuild: bool = False) -> Path:
     """The cached graph for these (already verified) weights, built on first use."""
     weights_hash = MINILM_SHA256["model.safetensors"]
     path = (cache_dir or user_cache_dir()) / f"minilm-l6-v2-{weights_hash[:16]}-g{GRAPH_VERSION}.onnx"
     if rebuild or not path.is_file():
-        config = json.loads((model_dir / "config.json").read_text())
-        write_atomically(path, build_minilm_onnx(read_safetensors(model_dir / "model.safetensors"), config))
+        write_atomically(path, build_minilm_onnx_from_dir(model_dir))
     return path
 
 
@@ -478,12 +482,19 @@ class OnnxMiniLM:
         options.intra_op_num_threads = threads or available_cores()
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        onnx_path = minilm_onnx_path(model_dir, cache_dir)
+        providers = ["CPUExecutionProvider"]
         try:
-            self._session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
-        except Exception:  # a damaged cache file: rebuild it once from the verified weights
-            onnx_path = minilm_onnx_path(model_dir, cache_dir, rebuild=True)
-            self._session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+            onnx_path = minilm_onnx_path(model_dir, cache_dir)
+        except OSError:  # no writable cache (read-only home, sandboxed client): build in memory each start
+            self._session = ort.InferenceSession(
+                build_minilm_onnx_from_dir(model_dir), options, providers=providers
+            )
+        else:
+            try:
+                self._session = ort.InferenceSession(str(onnx_path), options, providers=providers)
+            except Exception:  # a damaged cache file: rebuild it once from the verified weights
+                onnx_path = minilm_onnx_path(model_dir, cache_dir, rebuild=True)
+                self._session = ort.InferenceSession(str(onnx_path), options, providers=providers)
 
     def _forward(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
         (vectors,) = self._session.run(

@@ -214,6 +214,14 @@ def test_graph_is_cached_by_weights_hash_and_rebuilt_when_damaged(tmp_path: Path
     assert cached.stat().st_size > 80_000_000
 
 
+def test_unwritable_cache_still_embeds_from_a_graph_built_in_memory(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the cache directory would go")
+    model = OnnxMiniLM(cache_dir=blocker / "cache")
+    assert model.embed_documents(SENTENCES[:2]).shape == (2, 384)
+    assert blocker.read_text() == "a file where the cache directory would go"
+
+
 def test_altered_or_missing_model_files_are_refused(tmp_path: Path) -> None:
     (tmp_path / "tokenizer.json").write_text("{}")
     with pytest.raises(EmbedderError, match=embedder.MINILM_SHA256["tokenizer.json"]):
