@@ -73,7 +73,6 @@ class ChapterChunks:
     key: str
     title: str
     chunks: list[Chunk]
-    registers: int
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,7 +314,6 @@ def _parse_one(
         key=chapter_key(root),
         title=parsed.tree.title,
         chunks=chunks,
-        registers=len(parsed.tree.registers),
     )
 
 

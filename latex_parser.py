@@ -56,10 +56,6 @@ _PARAM_NOTE = re.compile(r"\(([^()]*)\)")
 _NOTE_IN_ADDRESS = re.compile(r"([A-Za-z]+\s*:[^()]*)\)\s*\((.*)")
 
 
-class LatexError(ValueError):
-    """A chapter whose LaTeX cannot be turned into a tree; the message names file and cause."""
-
-
 # ---------------------------------------------------------------------------------------------
 # Low-level scanning: brace groups and comments
 # ---------------------------------------------------------------------------------------------
