@@ -30,11 +30,11 @@ MODES = ("hybrid", "vector", "fts")
 MAX_K = 20
 MAX_QUERY_CHARS = 2000
 RRF_K = 60
-# The symbol retriever ranks its hits in tiers (defining passage before table row before passing
-# mention; exact name before a parameterised or wildcard match); hits in one tier share a rank.
-# With a small constant, one tier step (1/2 vs 1/3) outweighs anything vector and full-text can add
-# together (at most 2/61), so a query that is just an identifier returns its definition first, and
-# within a tier the vector + full-text fusion decides.
+# The symbol retriever ranks hits with a line defining the symbol in tiers (exact name before a
+# parameterised or wildcard match); hits in one tier share a rank. With a small constant, one tier
+# step (1/2 vs 1/3) outweighs anything vector and full-text can add together (at most 2/61), so a
+# query that is just an identifier returns its definition first, and within a tier the vector +
+# full-text fusion decides. Table rows and mere mentions are fused with the ordinary constant.
 SYMBOL_RRF_K = 1
 CANDIDATE_POOL = 40
 SYMBOL_POOL = 200
@@ -210,14 +210,15 @@ def _matched_refs(symbol_refs: list[str], symbols: list[str]) -> list[str]:
 
 
 def definition_strength(text: str, ref: str) -> int:
-    """2 where a line defines ``ref`` (register header, #define, card address, prototype, Kconfig
-    heading), 1 where a line starts with it (table row, field bullet), 0 for a passing mention."""
+    """2 where a line defines ``ref`` (register header, register field bullet, #define, card address,
+    prototype, Kconfig heading), 1 where a line starts with it (table row), 0 for a passing mention."""
     name = re.escape(ref)
     strong = (
         rf"^\s*Register\s+{name}\b",
         rf"^\s*#define\s+{name}\b",
         rf"^\s*{name}\s*(?:\([^)]*\))?\s*=",
         rf"^\s*#+\s*{name}\s*$",
+        rf"^\s*-\s+{name}\s+\[\d",
         rf"^\s*(?:[\w*]+\s+){{1,4}}\**{name}\s*\([^()]*\)\s*;?\s*$",
     )
     if any(re.search(pattern, text, re.IGNORECASE | re.MULTILINE) for pattern in strong):
@@ -490,13 +491,22 @@ class SearchEngine:
     def _fuse_symbols(
         self, ranked: list[dict[str, Any]], hits: list[dict[str, Any]], symbols: list[str]
     ) -> list[dict[str, Any]]:
-        """Add the symbol retriever's reciprocal-rank contribution (by tier) to the vector+FTS fusion."""
+        """Add the symbol retriever's reciprocal-rank contribution to the vector + full-text fusion.
+
+        Hits where a line defines the symbol are ranked by tier with a small constant, so they lead;
+        hits that only list or mention it (a module name like LCD_CAM in a question, a clock table
+        row) count like any other retriever's list, so they never outrank what the question is about.
+        """
         by_id = {row["_rowid"]: row for row in ranked}
-        tiers = sorted({_definition_rank(hit, symbols)[:2] for hit in hits})
-        for hit in hits[:CANDIDATE_POOL]:
-            tier_rank = tiers.index(_definition_rank(hit, symbols)[:2]) + 1
+        keys = [_definition_rank(hit, symbols)[:2] for hit in hits[:CANDIDATE_POOL]]
+        tiers = sorted({key for key in keys if key[0] == -2})
+        for position, (hit, key) in enumerate(zip(hits[:CANDIDATE_POOL], keys, strict=True), 1):
+            if key[0] == -2:
+                contribution = 1.0 / (SYMBOL_RRF_K + tiers.index(key) + 1)
+            else:
+                contribution = 1.0 / (RRF_K + position)
             row = by_id.setdefault(hit["_rowid"], {**hit, "matched_by": [], "score": 0.0})
-            row["score"] += 1.0 / (SYMBOL_RRF_K + tier_rank)
+            row["score"] += contribution
             row["matched_by"].append("symbol")
         return sorted(by_id.values(), key=lambda row: -row["score"])
 
