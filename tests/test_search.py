@@ -284,3 +284,10 @@ def test_other_tools_reject_bad_input(engine: SearchEngine, call, message: str) 
 def test_open_engine_without_store_says_how_to_build_one(tmp_path: Path) -> None:
     with pytest.raises(embed_and_store.StoreError, match=r"embed_and_store\.py.*--demo"):
         open_engine(str(tmp_path / "absent.lancedb"))
+
+
+def test_register_question_prefers_the_register_block_over_prose(engine: SearchEngine) -> None:
+    query = "which register holds the UART baud rate divider, and at what offset"
+    assert query_symbols(query) == []
+    top = engine.search(query, chip="esp32c3", doc_type="trm")["results"][0]
+    assert top["text"].count("Register UART_CLKDIV_REG\nAddress: 0x0014") == 1, top["text"][:200]
