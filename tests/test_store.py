@@ -428,6 +428,51 @@ def test_kill_9_mid_embedding_then_resume_loses_nothing_and_repeats_nothing(tmp_
     assert sorted(cached_hashes(db)) == sorted(all_hashes)
 
 
+def test_kill_9_during_the_replace_leaves_the_old_or_the_new_corpus(tmp_path: Path) -> None:
+    """Kills swept across a run whose texts are all cached: start-up, merge, index, compaction."""
+    everything = crash_rows(8 * EMBED_BATCH)
+    old_rows, new_rows = everything[: 3 * EMBED_BATCH], everything[EMBED_BATCH:]
+    old_file, new_file = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    write_jsonl(old_file, old_rows)
+    write_jsonl(new_file, new_rows)
+    db = tmp_path / "db"
+    tree = pinned_tree(tmp_path / "src", TRM_COMMIT)
+    driver = Path(__file__).parent / "store_crash_driver.py"
+
+    def driven(chunk_file: Path) -> list[str]:
+        store_args = ["--doc-type", "trm", "--source-repo", str(tree), "--db", str(db)]
+        return [sys.executable, str(driver), str(tmp_path / "embed.log"), "--", str(chunk_file), *store_args]
+
+    subprocess.run(driven(old_file), check=True, capture_output=True, timeout=120)
+    old_version = open_store(str(db)).version
+    subprocess.run(driven(new_file), check=True, capture_output=True, timeout=120)  # fills the cache
+    old_keys = {row_key(row) for row in old_rows}
+    new_keys = {row_key(row) for row in new_rows}
+
+    def back_to_old_corpus() -> None:
+        table = open_store(str(db))
+        table.restore(old_version)  # a new version whose content is the old corpus
+        assert set(rows_by_key(table, "trm")) == old_keys
+
+    back_to_old_corpus()
+    started = time.monotonic()
+    subprocess.run(driven(new_file), check=True, capture_output=True, timeout=120)
+    run_seconds = time.monotonic() - started
+    # The replace is the tail of the run; sweep the kill moment over its last ~0.8 s.
+    for step in range(9):
+        back_to_old_corpus()
+        process = subprocess.Popen(driven(new_file), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(max(0.0, run_seconds - 0.8 + 0.1 * step))
+        process.kill()  # SIGKILL; a no-op if the run already finished
+        process.wait()
+        state = set(rows_by_key(open_store(str(db)), "trm"))
+        assert state in (old_keys, new_keys), f"killed {step}: readers would see a mix of corpora"
+    finished = subprocess.run(driven(new_file), capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 0, finished.stderr
+    assert "embedded=0" in finished.stdout
+    assert set(rows_by_key(open_store(str(db)), "trm")) == new_keys
+
+
 def test_open_store_refuses_an_empty_table(tmp_path: Path) -> None:
     db = tmp_path / "db"
     ensure_table(lancedb.connect(str(db)), str(db), "all-MiniLM-L6-v2", 384)  # a table, no rows yet
