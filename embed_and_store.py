@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import lancedb
 import numpy as np
@@ -30,6 +30,8 @@ from tqdm import tqdm
 from chip_vocab import DOC_TYPES, validate_doc_type
 from provenance import UNKNOWN, Provenance, source_provenance
 from schema import CHUNK_FIELDS, arrow_schema, content_hash, read_jsonl, validate_row
+
+T = TypeVar("T")
 
 DB_ENV_VAR = "ESP32_DOCS_DB"
 DEFAULT_DB_URI = "./esp_docs.lancedb"
@@ -63,6 +65,43 @@ INDEXES: dict[str, tuple[str, Any]] = {
     "doc_type_bitmap": ("doc_type", Bitmap()),
     "file_path_btree": ("file_path", BTree()),
 }
+
+
+COMMIT_RETRIES = 5
+
+
+def is_commit_conflict(error: Exception) -> bool:
+    """Lance reports a concurrent writer's commit as a retryable RuntimeError."""
+    return isinstance(error, RuntimeError) and "commit conflict" in str(error).lower()
+
+
+def retry_on_conflict(operation: Callable[[], T], what: str) -> T:
+    """Run a commit again when another writer (another doc_type's run) committed first.
+
+    Safe because every commit here is idempotent: the replace carries the doc_type's whole content,
+    and compaction only rewrites what is there.
+    """
+    for attempt in range(1, COMMIT_RETRIES + 1):
+        try:
+            return operation()
+        except RuntimeError as error:
+            if not is_commit_conflict(error) or attempt == COMMIT_RETRIES:
+                raise
+            print(
+                f"note: {what} raced another writer; retrying ({attempt}/{COMMIT_RETRIES})", file=sys.stderr
+            )
+            time.sleep(0.2 * attempt)
+    raise AssertionError("unreachable")
+
+
+def compact_best_effort(table: lancedb.table.Table, what: str) -> None:
+    """Fold new rows into the indices and merge fragments; content is committed either way."""
+    try:
+        retry_on_conflict(table.optimize, what)
+    except RuntimeError as error:
+        if not is_commit_conflict(error):
+            raise
+        print(f"note: {what} skipped, other writers kept committing; the next run redoes it", file=sys.stderr)
 
 
 def row_key(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -267,7 +306,7 @@ class EmbeddingCache:
 
     def compact(self) -> None:
         """Merge the per-batch fragments the embedding loop wrote."""
-        self._table.optimize()
+        compact_best_effort(self._table, "compacting the embedding cache")
 
 
 def embed_missing(
@@ -375,19 +414,22 @@ def replace_doc_type(table: lancedb.table.Table, doc_type: str, new: pa.Table) -
     updated = len(incoming) - added - unchanged
     if not (added or removed or updated):
         return ReplaceResult(0, 0, 0, unchanged, wrote=False)
-    (
-        table.merge_insert(list(ROW_KEY))
-        .when_matched_update_all()
-        .when_not_matched_insert_all()
-        .when_not_matched_by_source_delete(f"doc_type = '{doc_type}'")
-        .execute(new)
+    retry_on_conflict(
+        lambda: (
+            table.merge_insert(list(ROW_KEY))
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(f"doc_type = '{doc_type}'")
+            .execute(new)
+        ),
+        f"replacing the {doc_type} rows",
     )
     stored = table.count_rows(f"doc_type = '{doc_type}'")
     if stored != len(incoming):
         raise StoreError(
             f"after the replace the store holds {stored} {doc_type} rows, expected {len(incoming)}"
         )
-    table.optimize()  # index the new rows and compact; a new version with the same content
+    compact_best_effort(table, "indexing and compacting the store")  # same content, new version
     return ReplaceResult(added, removed, updated, unchanged, wrote=True)
 
 
@@ -481,6 +523,15 @@ def main(
     except usage_errors as error:  # ValueError: an unknown --model, with the valid ids
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except RuntimeError as error:
+        if not is_commit_conflict(error):
+            raise
+        print(
+            f"error: other writers kept committing to {db_uri} ({error}); re-run: the embedding cache "
+            "keeps what was embedded",
+            file=sys.stderr,
+        )
+        return 1
     print(summary.line())
     return 0
 

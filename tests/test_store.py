@@ -473,6 +473,42 @@ def test_kill_9_during_the_replace_leaves_the_old_or_the_new_corpus(tmp_path: Pa
     assert set(rows_by_key(open_store(str(db)), "trm")) == new_keys
 
 
+def test_runs_for_different_doc_types_at_once_all_land(tmp_path: Path) -> None:
+    """Concurrent commits conflict in Lance; the runs retry and every corpus ends up whole."""
+    db = tmp_path / "db"
+    tree = pinned_tree(tmp_path / "src", TRM_COMMIT)
+    driver = Path(__file__).parent / "store_crash_driver.py"
+    sizes = {"trm": 2 * EMBED_BATCH, "idf": 2 * EMBED_BATCH, "src": 3 * EMBED_BATCH}
+
+    def driven(doc_type: str) -> list[str]:
+        rows = [
+            make_row(
+                text=f"{doc_type} passage {n}",
+                doc_type=doc_type,
+                chips=["esp32c3"],
+                source_doc="Concurrency",
+                section_path="Concurrency",
+                file_path=f"{doc_type}/{n}",
+                chunk_index=n,
+            )
+            for n in range(sizes[doc_type])
+        ]
+        write_jsonl(tmp_path / f"{doc_type}.jsonl", rows)
+        store_args = ["--doc-type", doc_type, "--source-repo", str(tree), "--db", str(db)]
+        log = tmp_path / f"{doc_type}.log"
+        return [sys.executable, str(driver), str(log), "--", str(tmp_path / f"{doc_type}.jsonl"), *store_args]
+
+    subprocess.run(driven("src"), check=True, capture_output=True, timeout=120)  # the table exists
+    sizes["src"] += EMBED_BATCH
+    runs = [subprocess.Popen(driven(d), stdout=subprocess.PIPE, stderr=subprocess.PIPE) for d in sizes]
+    for run_ in runs:
+        _, err = run_.communicate(timeout=120)
+        assert run_.returncode == 0, err.decode()
+        assert b"Traceback" not in err
+    table = open_store(str(db))
+    assert {d: table.count_rows(f"doc_type = '{d}'") for d in sizes} == sizes
+
+
 def test_open_store_refuses_an_empty_table(tmp_path: Path) -> None:
     db = tmp_path / "db"
     ensure_table(lancedb.connect(str(db)), str(db), "all-MiniLM-L6-v2", 384)  # a table, no rows yet
