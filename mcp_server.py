@@ -27,6 +27,7 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 import embed_and_store
+import registers
 from chip_vocab import chip_ids
 from embed_and_store import StoreError, resolve_db_uri
 from embedder import get_embedder, user_cache_dir
@@ -46,7 +47,9 @@ INSTRUCTIONS = (
     "Search ESP32 documentation (ESP-IDF docs 'idf', Technical Reference Manuals 'trm', SoC headers "
     "'src') per chip and silicon revision. Pass chip= whenever the user's chip is known: register "
     "addresses and API details differ between chips. Use esp32_docs_find_symbol for exact identifiers, "
-    "esp32_docs_read to see more around a hit, esp32_docs_list_chips for valid chips and coverage."
+    "esp32_docs_register for a register's exact address, reset value and bit fields (or what lives at an "
+    "address, or how a register differs between chips / ESP32-P4 revisions), esp32_docs_read to see more "
+    "around a hit, esp32_docs_list_chips for valid chips and coverage."
 )
 
 ChipArg = Annotated[
@@ -88,7 +91,7 @@ def ensure_demo_store() -> Path:
 
 
 def create_server(engine: SearchEngine | None, unavailable: str | None = None) -> MCPServer:
-    """The four read-only tools over ``engine``; without one, each tool answers ``unavailable``."""
+    """The five read-only tools over ``engine``; without one, each tool answers ``unavailable``."""
     server = MCPServer("esp32-docs", instructions=INSTRUCTIONS)
 
     def answer(call: Callable[[SearchEngine], dict[str, Any]]) -> dict[str, Any]:
@@ -133,6 +136,66 @@ def create_server(engine: SearchEngine | None, unavailable: str | None = None) -
     ) -> dict[str, Any]:
         """Exact symbol lookup (functions, types, macros, registers, fields, Kconfig) across all corpora."""
         return answer(lambda e: e.find_symbol(symbol, chip=chip, doc_type=doc_type, k=k))
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    def esp32_docs_register(
+        chip: Annotated[
+            str,
+            Field(description=f"chip id or name, e.g. esp32c3 or ESP32-C3; one of: {', '.join(chip_ids())}"),
+        ],
+        name: Annotated[
+            str | None,
+            Field(
+                description="register name, e.g. UART_CLKDIV_REG; a numbered instance (AES_KEY_3_REG) "
+                "resolves to the manual's AES_KEY_n_REG; a field name answers with its register"
+            ),
+        ] = None,
+        address: Annotated[
+            int | str | None,
+            Field(
+                description="instead of name: an absolute address (0x60000014), or an offset (0x14) "
+                "together with peripheral"
+            ),
+        ] = None,
+        revision: Annotated[
+            str | None,
+            Field(description="silicon revision for ESP32-P4: mainline (default) or v1.3"),
+        ] = None,
+        compare_with: Annotated[
+            str | None,
+            Field(
+                description="another chip (esp32c6) or the other ESP32-P4 revision (v1.3, or esp32p4:v1.3): "
+                "adds the fields added, removed and changed there"
+            ),
+        ] = None,
+        peripheral: Annotated[
+            str | None,
+            Field(description="with an offset address: the register name prefix, e.g. UART or LEDC"),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Exact facts about one hardware register as JSON: documented offset and absolute address, reset
+        value, bit fields (bits, access, reset, description), the manual chapter and the SoC header
+        #defines. Use it instead of search when you need a register's address, reset value or field
+        layout; to find which register is at an address; or to compare a register between chips or
+        between ESP32-P4 revisions (v1.3 vs mainline). Give name or address, and chip."""
+
+        def lookup(engine: SearchEngine) -> dict[str, Any]:
+            # registers caches each chip's parsed index per table version: the first call for a chip
+            # pays for it (0.1-0.8 s on the full store), later calls answer in milliseconds
+            try:
+                return registers.lookup_register(
+                    engine.table,
+                    chip,
+                    name=name,
+                    address=address,
+                    revision=revision,
+                    compare_with=compare_with,
+                    peripheral=peripheral,
+                )
+            except ValueError as error:
+                raise SearchInputError(str(error)) from error
+
+        return answer(lookup)
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def esp32_docs_list_chips() -> dict[str, Any]:

@@ -20,7 +20,13 @@ from mcp_types import CallToolResult
 from test_search import build_fixture_store
 
 REPO = Path(__file__).resolve().parent.parent
-TOOLS = {"esp32_docs_search", "esp32_docs_find_symbol", "esp32_docs_list_chips", "esp32_docs_read"}
+TOOLS = {
+    "esp32_docs_search",
+    "esp32_docs_find_symbol",
+    "esp32_docs_register",
+    "esp32_docs_list_chips",
+    "esp32_docs_read",
+}
 Call = Callable[[str, dict[str, Any]], CallToolResult]
 
 
@@ -66,6 +72,9 @@ def test_tools_are_listed_read_only_with_output_schemas(tmp_path_factory: pytest
         assert tool.output_schema is not None and tool.description
     search = next(t for t in listed if t.name == "esp32_docs_search")
     assert search.input_schema["properties"]["k"]["maximum"] == 20
+    register = next(t for t in listed if t.name == "esp32_docs_register")
+    assert register.input_schema["required"] == ["chip"]
+    assert all(word in register.description for word in ("address", "reset", "fields", "ESP32-P4 revisions"))
 
 
 def test_search_returns_structured_results(call: Call) -> None:
@@ -87,7 +96,94 @@ def test_find_symbol_read_and_list_chips_over_mcp(call: Call) -> None:
     page = call("esp32_docs_read", {"file_path": hit["file_path"], "chunk_index": hit["chunk_index"]})
     assert [c["chunk_index"] for c in page.structured_content["chunks"]] == [0, 1]
     listing = call("esp32_docs_list_chips", {}).structured_content
-    assert listing["total_rows"] == 29 and len(listing["chips"]) == 13
+    assert listing["total_rows"] == 33 and len(listing["chips"]) == 13
+
+
+def test_find_symbol_exact_and_case_insensitive_with_per_corpus_totals(call: Call) -> None:
+    for spelling in ("UART_CLKDIV_REG", "uart_clkdiv_reg"):
+        found = call("esp32_docs_find_symbol", {"symbol": spelling}).structured_content
+        assert found["totals_by_doc_type"] == {"idf": 0, "trm": 3, "src": 1}, spelling
+        assert found["results"][0]["text"].count("Register UART_CLKDIV_REG\nAddress: 0x0014") == 1
+        assert found["results"][1]["file_path"] == "components/soc/esp32c3/register/soc/uart_reg.h"
+
+
+def test_find_symbol_wildcard_and_parameterised_names(call: Call) -> None:
+    wildcard = call("esp32_docs_find_symbol", {"symbol": "LEDC_CH*_CONF0_REG"}).structured_content
+    assert wildcard["totals_by_doc_type"] == {"idf": 0, "trm": 1, "src": 1}
+    assert {s for r in wildcard["results"] for s in r["matched_symbols"]} == {
+        "LEDC_CHn_CONF0_REG",
+        "LEDC_CH0_CONF0_REG",
+        "LEDC_CH1_CONF0_REG",
+    }
+    parameterised = call("esp32_docs_find_symbol", {"symbol": "AES_KEY_3_REG"}).structured_content
+    assert parameterised["totals_by_doc_type"] == {"idf": 0, "trm": 1, "src": 1}
+    trm = next(r for r in parameterised["results"] if r["doc_type"] == "trm")
+    assert trm["matched_symbols"] == ["AES_KEY_n_REG"] and "Register AES_KEY_n_REG (n: 0-7)" in trm["text"]
+
+
+def register(call: Call, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = call("esp32_docs_register", arguments)
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
+
+
+def test_register_by_name_joins_manual_and_headers(call: Call) -> None:
+    answer = register(call, {"chip": "ESP32-C3", "name": "uart_clkdiv_reg"})
+    assert (answer["chip"], answer["name"], answer["address"]) == ("esp32c3", "UART_CLKDIV_REG", "0x0014")
+    assert answer["reset"] == "0x000002B6" and answer["chapter"] == "UART Controller (UART)"
+    assert [(f["name"], f["bits"], f["access"]) for f in answer["fields"]] == [
+        ("UART_CLKDIV", "11:0", "R/W"),
+        ("UART_CLKDIV_FRAG", "23:20", "R/W"),
+        ("(reserved)", "31:24", None),
+    ]
+    # soc.h's REG_UART_BASE(i) over reg_base.h's DR_REG_UART_BASE gives the absolute address
+    assert answer["address_absolute"] == "0x60000014"
+    assert "REG_UART_BASE(i) = (DR_REG_UART_BASE + (i) * 0x10000) (soc.h)" in answer["absolute_from"]
+    assert [d["name"] for d in answer["header_defines"]] == ["UART_CLKDIV_REG(i)"]
+
+
+def test_register_parameterised_name_resolves_its_instance(call: Call) -> None:
+    answer = register(call, {"chip": "esp32c3", "name": "AES_KEY_3_REG"})
+    assert answer["documented_as"] == "AES_KEY_n_REG (n: 0-7)" and answer["instance"] == {"n": "3"}
+    assert answer["address"] == "0x000C" and answer["address_as_documented"] == "0x0000+4*n"
+    assert answer["address_absolute"] == "0x6003A00C"
+    assert answer["header_defines"][0]["expression"] == "DR_REG_AES_BASE + 0xc"
+
+
+def test_register_by_address_finds_the_instance_at_it(call: Call) -> None:
+    uart1 = register(call, {"chip": "esp32c3", "address": "0x6001_0014"})
+    assert (uart1["name"], uart1["queried_instance"]) == ("UART_CLKDIV_REG", 1)
+    assert uart1["address_absolute"] == "0x60010014" and uart1["reset"] == "0x000002B6"
+    aes = register(call, {"chip": "esp32c3", "address": 0x6003A00C})
+    assert aes["name"] == "AES_KEY_3_REG" and aes["documented_as"] == "AES_KEY_n_REG (n: 0-7)"
+    offset = register(call, {"chip": "esp32c3", "address": "0x14", "peripheral": "UART"})
+    assert offset["name"] == "UART_CLKDIV_REG" and offset["queried_address"] == "0x14 in UART"
+
+
+def test_register_compares_esp32p4_revisions(call: Call) -> None:
+    answer = register(
+        call, {"chip": "esp32p4", "name": "ECDSA_INT_ENA_REG", "revision": "v1.3", "compare_with": "mainline"}
+    )
+    assert answer["revision"] == "v1.3" and answer["revision_scope"].startswith("ONLY revision v1.3")
+    assert [f["name"] for f in answer["fields"]][1:] == [
+        "ECDSA_SHA_RELEASE_INT_ENA",
+        "ECDSA_CALC_DONE_INT_ENA",
+    ]
+    assert answer["compare"] == {
+        "with": "esp32p4 mainline",
+        "present": True,
+        "chapter": "ECDSA Digital Signature Peripheral (ECDSA_DS)",
+        "added": ["ECDSA_POST_DONE_INT_ENA", "ECDSA_PREP_DONE_INT_ENA", "ECDSA_PROC_DONE_INT_ENA"],
+        "removed": ["ECDSA_CALC_DONE_INT_ENA"],
+        "changed": [{"name": "ECDSA_SHA_RELEASE_INT_ENA", "bits": {"from": "1", "to": "3"}}],
+    }
+    default = register(call, {"chip": "esp32p4", "name": "ECDSA_INT_ENA_REG"})
+    assert default["revision"] == "mainline" and len(default["fields"]) == 5
+
+
+def test_register_unknown_name_offers_the_closest_names(call: Call) -> None:
+    text = error_text(call("esp32_docs_register", {"chip": "esp32c3", "name": "UART_CLKDIV_RG"}))
+    assert "no register 'UART_CLKDIV_RG' on esp32c3; closest names: UART_CLKDIV_REG" in text
 
 
 @pytest.mark.parametrize(
@@ -111,6 +207,26 @@ def test_find_symbol_read_and_list_chips_over_mcp(call: Call) -> None:
         ("esp32_docs_find_symbol", {"symbol": "UART_CLKDIV_REG", "doc_type": "pdf"}, "valid doc_types"),
         ("esp32_docs_read", {"file_path": "x' OR '1'='1", "chunk_index": 0}, "not a document path"),
         ("esp32_docs_read", {"file_path": "ESP32-C3/10-UART__EN", "chunk_index": 99}, "from 0 to 5"),
+        ("esp32_docs_register", {"chip": "esp99", "name": "UART_CLKDIV_REG"}, "valid chips: esp32, esp32s2"),
+        (
+            "esp32_docs_register",
+            {"chip": "esp32c3", "name": "UART_CLKDIV_REG", "revision": "v1.3"},
+            "valid revisions: mainline",
+        ),
+        (
+            "esp32_docs_register",
+            {"chip": "esp32p4", "name": "ECDSA_INT_ENA_REG", "revision": "v2"},
+            "valid revisions: mainline, v1.3",
+        ),
+        (
+            "esp32_docs_register",
+            {"chip": "esp32c3", "name": "UART_CLKDIV_REG", "compare_with": "esp99"},
+            "neither a chip (esp32, esp32s2",
+        ),
+        ("esp32_docs_register", {"chip": "esp32c3"}, "give exactly one of name"),
+        ("esp32_docs_register", {"chip": "esp32c3", "name": "UART' OR 1=1"}, "must be a C identifier"),
+        ("esp32_docs_register", {"chip": "esp32c3", "address": "0xZZ"}, "address must be a number"),
+        ("esp32_docs_register", {"chip": "esp32c3", "address": "0x7000"}, "no register at 0x7000 on esp32c3"),
     ],
 )
 def test_bad_input_reaches_the_client_naming_valid_values(
@@ -124,6 +240,7 @@ def test_without_a_store_every_tool_says_how_to_get_one(tmp_path: Path) -> None:
     calls = [
         ("esp32_docs_search", {"query": "uart"}),
         ("esp32_docs_find_symbol", {"symbol": "UART_CONF0_REG"}),
+        ("esp32_docs_register", {"chip": "esp32c3", "name": "UART_CONF0_REG"}),
         ("esp32_docs_list_chips", {}),
         ("esp32_docs_read", {"file_path": "ESP32-C3/10-UART__EN", "chunk_index": 0}),
     ]
