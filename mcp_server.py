@@ -192,8 +192,8 @@ def create_server(engine: SearchEngine | None, unavailable: str | None = None) -
                     compare_with=compare_with,
                     peripheral=peripheral,
                 )
-            except ValueError as error:
-                raise SearchInputError(str(error)) from error
+            except ValueError as error:  # registers' messages name the valid values
+                raise ToolError(str(error)) from error
 
         return answer(lookup)
 
