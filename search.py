@@ -8,11 +8,16 @@ before a filter string is built: nothing a client sends reaches LanceDB's SQL un
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+# LanceDB logs a deprecation warning on stderr for every hybrid sub-query (it projects a score
+# column that a hybrid query cannot select); read before lancedb loads, so set it first.
+os.environ.setdefault("LANCEDB_LOG", "error")
 
 from lancedb.rerankers import RRFReranker
 
