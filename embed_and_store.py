@@ -21,6 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+# Read once, when lancedb loads: without it every hybrid query logs a deprecation warning about
+# score columns a hybrid query cannot select. search.py sets the same for processes that load it first.
+os.environ.setdefault("LANCEDB_LOG", "error")
+
 import lancedb
 import numpy as np
 import pyarrow as pa

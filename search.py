@@ -439,7 +439,7 @@ class SearchEngine:
         builder = (
             self.table.search(self.embedder.embed_query(query), query_type="vector")
             .distance_type("cosine")
-            .select(RESULT_COLUMNS)
+            .select([*RESULT_COLUMNS, "_distance"])
             .with_row_id(True)
             .limit(CANDIDATE_POOL)
         )
@@ -454,7 +454,7 @@ class SearchEngine:
     def _fts_only(self, query: str, where: str | None) -> list[dict[str, Any]]:
         builder = (
             self.table.search(query, query_type="fts", fts_columns="text")
-            .select(RESULT_COLUMNS)
+            .select([*RESULT_COLUMNS, "_score"])
             .with_row_id(True)
             .limit(CANDIDATE_POOL)
         )
@@ -480,7 +480,7 @@ class SearchEngine:
             tokens = " ".join(dict.fromkeys(v for s in exact for v in symbol_variants(s)))
             builder = (
                 self.table.search(tokens, query_type="fts", fts_columns=SYMBOL_FTS_COLUMN)
-                .select(RESULT_COLUMNS)
+                .select([*RESULT_COLUMNS, "_score"])
                 .with_row_id(True)
                 .limit(limit)
             )
