@@ -27,25 +27,29 @@ serve:
 demo:
     uv run mcp_server.py --demo
 
-# Parse the TRM LaTeX into trm_chunks.jsonl; healthy: summary line with ~13,600+ registers, exit 0.
+# Parse the TRM LaTeX ($TRM_PATH) into trm_chunks.jsonl; healthy: "387 chapters … ~11,200 chunks … 0 failures", exit 0.
 ingest-trm:
     uv run ingest_trm.py --out-path trm_chunks.jsonl
 
-# Count registers in the LaTeX without the parser; healthy: per-chip table, ~14,000 registers.
+# Count registers in the LaTeX without the parser; healthy: ~14,200 registers, 0 unresolved, 13 case-fixed includes.
 census:
     uv run register_census.py source
 
-# Check every source register reached a chunk, unsplit; healthy: no missing registers, exit 0.
+# Every source register reached a chunk whole, chapters keep their words; healthy: 0 missing/split, no chapter < 80%.
 check-trm: ingest-trm-if-missing
     uv run register_census.py check trm_chunks.jsonl
     uv run trm_verify.py words trm_chunks.jsonl
+
+# Per-register text capture and raw-macro report; healthy: no register under 50%, only a stray `\mu` raw.
+verify-trm-detail: ingest-trm-if-missing
+    uv run trm_verify.py registers trm_chunks.jsonl
     uv run trm_verify.py macros trm_chunks.jsonl
 
 [private]
 ingest-trm-if-missing:
     @test -f trm_chunks.jsonl || just ingest-trm
 
-# Build ESP-IDF docs to XML for the given chips; healthy: "pages written" > 250 per chip.
+# Build ESP-IDF docs ($IDF_PATH) to XML for the given chips; healthy: "N pages written" with N >= 250 per chip.
 build-docs *chips:
     ./build_idf_docs.sh "$@"
 
@@ -69,9 +73,15 @@ check-src-registers:
 check-src-census:
     uv run ingest_source.py census --idf-path {{env_var('IDF_PATH')}} --src-chunks src_chunks.jsonl
 
-# Embed one corpus into the store (replaces that doc_type only); healthy: summary with 0 errors.
+# Embed one corpus into the store (replaces that doc_type only); healthy: one summary line, exit 0.
 embed doc_type chunks source_repo:
     uv run embed_and_store.py {{chunks}} --doc-type {{doc_type}} --source-repo {{source_repo}} --db {{db}}
+
+# Embed all three corpora ($TRM_PATH, $IDF_PATH); healthy: three summary lines; a re-run embeds 0.
+store:
+    uv run embed_and_store.py trm_chunks.jsonl --doc-type trm --source-repo {{env_var('TRM_PATH')}} --db {{db}}
+    uv run embed_and_store.py idf_chunks.jsonl --doc-type idf --source-repo {{env_var('IDF_PATH')}} --db {{db}}
+    uv run embed_and_store.py src_chunks.jsonl --doc-type src --source-repo {{env_var('IDF_PATH')}} --db {{db}}
 
 # Validate the store; healthy: rows per doc_type/chip, round trip >= 95% at rank 1, exit 0.
 validate:
