@@ -455,10 +455,46 @@ def minilm_onnx_path(model_dir: Path, cache_dir: Path | None = None, *, rebuild:
     return path
 
 
-class OnnxMiniLM:
-    """all-MiniLM-L6-v2 on onnxruntime's CPU provider, one intra-op thread per available core."""
+class _MiniLM:
+    """What both MiniLM backends share: verified files, the same tokenizers, the same batching.
+
+    Sharing it is what keeps the two backends' vectors interchangeable; a subclass supplies only
+    ``_forward`` (token ids + mask -> pooled, normalised vectors).
+    """
 
     model_id = MINILM_ID
+    dimension: int
+
+    def __init__(self, max_tokens: int) -> None:
+        self.max_tokens = check_max_tokens(max_tokens, MINILM_POSITION_LIMIT)
+        self._model_dir = minilm_model_dir()
+        verify_files(self._model_dir, MINILM_SHA256)
+        self._tokenizer = load_tokenizer(self._model_dir / "tokenizer.json", self.max_tokens)
+        self._counting_tokenizer = load_tokenizer(self._model_dir / "tokenizer.json", MINILM_POSITION_LIMIT)
+        self._counting_tokenizer.no_truncation()
+
+    def _forward(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed_documents(
+        self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        check_texts(texts)
+        token_ids = [encoding.ids for encoding in self._tokenizer.encode_batch(list(texts))]
+        return embed_sorted(token_ids, self._forward, dimension=self.dimension, pad_id=0, progress=progress)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        check_query(text)
+        input_ids, attention_mask = pad_batch([self._tokenizer.encode(text).ids], pad_id=0)
+        return self._forward(input_ids, attention_mask)[0]
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        check_texts(texts)
+        return [len(encoding.ids) for encoding in self._counting_tokenizer.encode_batch(list(texts))]
+
+
+class OnnxMiniLM(_MiniLM):
+    """all-MiniLM-L6-v2 on onnxruntime's CPU provider, one intra-op thread per available core."""
 
     def __init__(
         self,
@@ -469,14 +505,10 @@ class OnnxMiniLM:
     ) -> None:
         import onnxruntime as ort
 
-        self.max_tokens = check_max_tokens(max_tokens, MINILM_POSITION_LIMIT)
-        model_dir = minilm_model_dir()
-        verify_files(model_dir, MINILM_SHA256)
+        super().__init__(max_tokens)
+        model_dir = self._model_dir
         config = json.loads((model_dir / "config.json").read_text())
         self.dimension = int(config["hidden_size"])
-        self._tokenizer = load_tokenizer(model_dir / "tokenizer.json", self.max_tokens)
-        self._counting_tokenizer = load_tokenizer(model_dir / "tokenizer.json", MINILM_POSITION_LIMIT)
-        self._counting_tokenizer.no_truncation()
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or available_cores()
@@ -502,22 +534,6 @@ class OnnxMiniLM:
         )
         return vectors
 
-    def embed_documents(
-        self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None
-    ) -> np.ndarray:
-        check_texts(texts)
-        token_ids = [encoding.ids for encoding in self._tokenizer.encode_batch(list(texts))]
-        return embed_sorted(token_ids, self._forward, dimension=self.dimension, pad_id=0, progress=progress)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        check_query(text)
-        input_ids, attention_mask = pad_batch([self._tokenizer.encode(text).ids], pad_id=0)
-        return self._forward(input_ids, attention_mask)[0]
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        check_texts(texts)
-        return [len(encoding.ids) for encoding in self._counting_tokenizer.encode_batch(list(texts))]
-
 
 def check_max_tokens(max_tokens: int, limit: int) -> int:
     if not isinstance(max_tokens, int) or not 8 <= max_tokens <= limit:
@@ -542,42 +558,20 @@ def _import_mlx() -> tuple[Any, Any, Any]:
     return mx, load_model, get_model_path
 
 
-class MlxMiniLM:
+class MlxMiniLM(_MiniLM):
     """The same MiniLM weights and tokenizer as OnnxMiniLM, on MLX; vectors match it (cosine > 0.999)."""
-
-    model_id = MINILM_ID
 
     def __init__(self, max_tokens: int = MINILM_MAX_TOKENS) -> None:
         self._mx, load_model, _ = _import_mlx()
-        self.max_tokens = check_max_tokens(max_tokens, MINILM_POSITION_LIMIT)
-        model_dir = minilm_model_dir()
-        verify_files(model_dir, MINILM_SHA256)
-        self._model = load_model(model_dir)  # a local directory: mlx-embeddings does not touch the hub
+        super().__init__(max_tokens)
+        # a local directory: mlx-embeddings does not touch the hub
+        self._model = load_model(self._model_dir)
         self.dimension = int(self._model.config.hidden_size)
-        self._tokenizer = load_tokenizer(model_dir / "tokenizer.json", self.max_tokens)
-        self._counting_tokenizer = load_tokenizer(model_dir / "tokenizer.json", MINILM_POSITION_LIMIT)
-        self._counting_tokenizer.no_truncation()
 
     def _forward(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
         mx = self._mx
         output = self._model(mx.array(input_ids), attention_mask=mx.array(attention_mask.astype(np.float32)))
         return np.array(output.text_embeds.astype(mx.float32), dtype=np.float32)
-
-    def embed_documents(
-        self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None
-    ) -> np.ndarray:
-        check_texts(texts)
-        token_ids = [encoding.ids for encoding in self._tokenizer.encode_batch(list(texts))]
-        return embed_sorted(token_ids, self._forward, dimension=self.dimension, pad_id=0, progress=progress)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        check_query(text)
-        input_ids, attention_mask = pad_batch([self._tokenizer.encode(text).ids], pad_id=0)
-        return self._forward(input_ids, attention_mask)[0]
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        check_texts(texts)
-        return [len(encoding.ids) for encoding in self._counting_tokenizer.encode_batch(list(texts))]
 
 
 class MlxQwen3:
