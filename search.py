@@ -30,6 +30,7 @@ from chip_vocab import (
 )
 from embed_and_store import open_store, store_model_id
 from embedder import get_embedder
+from schema import CHUNK_FIELDS
 
 MODES = ("hybrid", "vector", "fts")
 MAX_K = 20
@@ -54,19 +55,8 @@ READ_DEFAULT_CHARS = 8000
 READ_MAX_CHARS = 50000
 IDF_DOCS_URL = "https://docs.espressif.com/projects/esp-idf/en/latest/{chip}/{path}.html"
 
-RESULT_COLUMNS = [
-    "text",
-    "doc_type",
-    "chips",
-    "revisions",
-    "source_doc",
-    "section_path",
-    "file_path",
-    "chunk_index",
-    "symbol_refs",
-    "source_version",
-    "source_commit",
-]
+# Every chunk field an agent's result carries; refs to other docs/files and the hash stay in the store.
+RESULT_COLUMNS = [f for f in CHUNK_FIELDS if f not in ("doc_refs", "file_refs", "content_hash")]
 INDEX_COLUMNS = ["file_path", "chunk_index", "doc_type", "chips", "revisions", "section_path"]
 
 # A symbol as callers may send it: identifier characters, plus ``*`` as a wildcard.
