@@ -696,14 +696,31 @@ class Register:
             access, description = self._describe(fld.name)
             if description or access:
                 described.add(self._description_key(fld.name) or fld.name)
+            name = self._shown_name(fld.name)
+            if name != fld.name:
+                description = f"{description} (the register drawing labels it {fld.name})".lstrip()
             bits = f"[{fld.msb}]" if fld.msb == fld.lsb else f"[{fld.msb}:{fld.lsb}]"
             reset = f"0x{fld.reset:X}" if fld.reset is not None else (fld.reset_text or "unknown")
-            line = f"- {fld.name} {bits}" + (f" ({access})" if access else "") + f" reset {reset}"
+            line = f"- {name} {bits}" + (f" ({access})" if access else "") + f" reset {reset}"
             lines.append(line + (f": {description}" if description else ""))
         for name, (access, description) in self.descriptions.items():
             if name not in described and not any(self._matches(name, f.name) for f in self.fields):
                 lines.append(f"- {name}" + (f" ({access})" if access else "") + f": {description}")
         return "\n".join(lines)
+
+    def _shown_name(self, field_name: str) -> str:
+        """The name a field is listed under.
+
+        A parameterised register (``LEDC_CHn_CONF0_REG (n: 0-5)``) is often drawn with one instance's
+        field names (``LEDC_OVF_CNT_RESET_CH0``) while its description names the field for every
+        instance (``LEDC_OVF_CNT_RESET_CHn``); listing the drawn name would tell a reader of channel 2
+        to use channel 0's field. Fields drawn once per index (``PCNT_CNT_PAUSE_U0..7``) keep theirs.
+        """
+        key = self._description_key(field_name)
+        if not self.param_note or key is None or key == field_name:
+            return field_name
+        sharing = sum(1 for f in self.fields if self._description_key(f.name) == key)
+        return key if sharing == 1 else field_name
 
     def _description_key(self, field_name: str) -> str | None:
         if field_name in self.descriptions:

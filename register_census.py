@@ -683,6 +683,9 @@ def print_census(census: Census) -> None:
 
 REGISTER_LINE_RE = re.compile(r"^Register (\S.*?)\s*$")
 FIELD_LINE_RE = re.compile(r"^- (.+?) \[\d+(?::\d+)?\]")
+# A parameterised register's field listed under its described name (``LEDC_TIMER_SEL_CHn``) names the
+# drawn one (``LEDC_TIMER_SEL_CH0``) at the end of its line: that line accounts for the drawn field.
+DRAWN_AS_RE = re.compile(r"\(the register drawing labels it (\S+)\)$")
 IDENTIFIER_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*_[A-Za-z0-9_]*$")
 
 
@@ -708,6 +711,8 @@ def registers_in_chunk(text: str) -> ChunkRegisters:
         next_line = lines[i + 1] if i + 1 < len(lines) else ""
         if (field_line := FIELD_LINE_RE.match(line)) and current is not None:
             found.fields[current].add(re.sub(r"\s+", "", field_line.group(1)))
+            if drawn := DRAWN_AS_RE.search(line):
+                found.fields[current].add(drawn.group(1))
         if header:
             key = register_name_key(header.group(1))
             if next_line.startswith("Address:"):

@@ -323,3 +323,36 @@ def test_indexed_description_with_index_note_matches_numbered_fields() -> None:
         "- DMAC_CH2_EN [1] (R/W) reset 0x0: Enables channel n.",
         "- DMAC_CH1_EN [0] (R/W) reset 0x1: Enables channel n.",
     ]
+
+
+def test_parameterised_register_lists_fields_under_their_parameterised_names() -> None:
+    """LEDC_CHn_CONF0_REG is drawn with channel 0's field names; listing those would send a reader
+    of channel 2 to channel 0's bit, so the described CHn name leads and the drawn name is kept."""
+    register = lp.Register(
+        name="LEDC_CHn_CONF0_REG",
+        param_note="n: 0-5",
+        address="0x0000+0x14*n",
+        fields=[
+            lp.RegField("LEDC_PARA_UP_CH0", 4, 4, 0, "0"),
+            lp.RegField("LEDC_TIMER_SEL_CH0", 1, 0, 0, "0"),
+        ],
+        descriptions={
+            "LEDC_PARA_UP_CHn": ("WT", "Configures whether to update the duty of channel n."),
+            "LEDC_TIMER_SEL_CHn": ("R/W", "Selects the timer of channel n."),
+        },
+    )
+    rendered = register.render()
+    assert (
+        "- LEDC_TIMER_SEL_CHn [1:0] (R/W) reset 0x0: Selects the timer of channel n. "
+        "(the register drawing labels it LEDC_TIMER_SEL_CH0)"
+    ) in rendered
+    assert "- LEDC_PARA_UP_CHn [4] (WT)" in rendered
+    # the same description shared by fields drawn once per index keeps each drawn name
+    per_index = lp.Register(
+        name="DEMO_n_REG",
+        param_note="n: 0-1",
+        address="0x0000+4*n",
+        fields=[lp.RegField("DEMO_PAUSE_U0", 0, 0, 0, "0"), lp.RegField("DEMO_PAUSE_U1", 1, 1, 0, "0")],
+        descriptions={"DEMO_PAUSE_Un": ("R/W", "Pauses unit n.")},
+    )
+    assert "- DEMO_PAUSE_U1 [1] (R/W) reset 0x0: Pauses unit n." in per_index.render()
