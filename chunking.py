@@ -29,6 +29,9 @@ class Block:
     symbol_refs: list[str] = field(default_factory=list)
     doc_refs: list[str] = field(default_factory=list)
     file_refs: list[str] = field(default_factory=list)
+    # A standalone block (one register) is a chunk of its own: merged with its neighbours, its vector
+    # and its BM25 length would speak for several registers, and a register question needs one.
+    standalone: bool = False
 
 
 @dataclass
@@ -58,6 +61,11 @@ class _Unit:
     body: str
     blocks: list[Block]
     words: int
+    standalone: bool = False
+
+
+def _has_standalone(section: Section) -> bool:
+    return any(b.standalone for b in section.blocks) or any(_has_standalone(c) for c in section.children)
 
 
 def _subtree_words(section: Section) -> int:
@@ -109,13 +117,16 @@ def _split_oversized(block: Block, max_words: int) -> list[Block]:
 
 
 def _flatten(section: Section, path: tuple[str, ...], max_words: int) -> list[_Unit]:
-    if _subtree_words(section) <= max_words:
+    if _subtree_words(section) <= max_words and not _has_standalone(section):
         lines, blocks = _render_subtree(section, len(path))
         body = "\n\n".join(lines)
         return [_Unit(path, body, blocks, word_count(body))] if body.strip() else []
     units: list[_Unit] = []
     for block in section.blocks:
         if not block.text.strip():
+            continue
+        if block.standalone:
+            units.append(_Unit(path, block.text, [block], word_count(block.text), standalone=True))
             continue
         parts = [block] if block.atomic or word_count(block.text) <= max_words else None
         for part in parts or _split_oversized(block, max_words):
@@ -168,13 +179,14 @@ def chunk_tree(root: Section, max_words: int = 400, min_words: int = 80) -> list
     """Chunks of a document tree in reading order; ``root.title`` is the first path element.
 
     Units are packed greedily: a new chunk starts when the next unit would overflow the budget,
-    or when the section changes and the current chunk already has ``min_words``.
+    or when the section changes and the current chunk already has ``min_words``. A standalone
+    block always makes a chunk of its own.
     """
     units = _flatten(root, (root.title,), max_words)
     groups: list[list[_Unit]] = []
     for unit in units:
         current = groups[-1] if groups else None
-        if current is not None:
+        if current is not None and not unit.standalone and not current[-1].standalone:
             current_words = sum(u.words for u in current)
             fits = current_words + unit.words <= max_words
             same_section = unit.path == current[-1].path
@@ -186,7 +198,12 @@ def chunk_tree(root: Section, max_words: int = 400, min_words: int = 80) -> list
     for group in groups:
         # a short tail (a lone closing paragraph) joins the chunk before it when both fit
         group_words = sum(u.words for u in group)
-        if merged and group_words < min_words and sum(u.words for u in merged[-1]) + group_words <= max_words:
+        joinable = merged and not group[0].standalone and not merged[-1][-1].standalone
+        if (
+            joinable
+            and group_words < min_words
+            and sum(u.words for u in merged[-1]) + group_words <= max_words
+        ):
             merged[-1].extend(group)
             continue
         merged.append(group)

@@ -1165,7 +1165,7 @@ def _take_register(
             previous.descriptions.setdefault(key, value)
         return resume
     register = Register(name=name, param_note=note, address=address, fields=fields, descriptions=descriptions)
-    register.block = Block("", atomic=True)
+    register.block = Block("", atomic=True, standalone=True)
     section.blocks.append(register.block)
     registers.append(register)
     return resume

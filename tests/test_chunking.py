@@ -74,3 +74,22 @@ def test_small_neighbours_merge_but_large_sections_stay_apart() -> None:
     assert len(tiny) == 1 and "tiny b" in tiny[0].text
     assert "# A" in tiny[0].text and "# B" in tiny[0].text
     assert word_count(tiny[0].text) < 400
+
+
+def test_standalone_blocks_are_chunks_of_their_own_and_take_no_neighbours() -> None:
+    registers = [
+        Block(f"Register R{i}_REG\nAddress: 0x{i:04X}", atomic=True, standalone=True) for i in range(3)
+    ]
+    root = Section(
+        "I2C",
+        [Block("Overview of the controller.")],
+        [Section("Registers", [Block("Addresses are offsets."), *registers, Block("Closing remark.")])],
+    )
+    chunks = chunk_tree(root, max_words=400, min_words=80)
+    holding = [[c for c in chunks if f"Register R{i}_REG" in c.text] for i in range(3)]
+    assert all(len(h) == 1 for h in holding)
+    for i, (chunk,) in enumerate(holding):
+        assert chunk.section_path == ["I2C", "Registers"]
+        assert chunk.text == f"I2C > Registers\n\nRegister R{i}_REG\nAddress: 0x{i:04X}"
+    every = "\n".join(c.text for c in chunks)
+    assert "Overview of the controller." in every and "Closing remark." in every
