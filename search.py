@@ -210,13 +210,15 @@ def _matched_refs(symbol_refs: list[str], symbols: list[str]) -> list[str]:
 
 def definition_strength(text: str, ref: str) -> int:
     """2 where a line defines ``ref`` (register header, register field bullet, #define, card address,
-    prototype, Kconfig heading), 1 where a line starts with it (table row), 0 for a passing mention."""
+    prototype, Kconfig heading, or the chunk's own section named after it, as a Kconfig option chunk's
+    path ends in the option), 1 where a line starts with it (table row), 0 for a passing mention."""
     name = re.escape(ref)
     strong = (
         rf"^\s*Register\s+{name}\b",
         rf"^\s*#define\s+{name}\b",
         rf"^\s*{name}\s*(?:\([^)]*\))?\s*=",
         rf"^\s*#+\s*{name}\s*$",
+        rf"\A(?:[^\n]* > )?{name}[ \t]*$",
         rf"^\s*-\s+{name}\s+\[\d",
         rf"^\s*(?:[\w*]+\s+){{1,4}}\**{name}\s*\([^()]*\)\s*;?\s*$",
     )

@@ -138,10 +138,11 @@ class Refs:
         if path and path not in self.files:
             self.files.append(path)
 
-    def block(self, text: str, atomic: bool = False) -> Block:
+    def block(self, text: str, atomic: bool = False, standalone: bool = False) -> Block:
         return Block(
             text,
             atomic=atomic,
+            standalone=standalone,
             symbol_refs=list(self.symbols),
             doc_refs=list(self.docs),
             file_refs=list(self.files),
@@ -623,13 +624,14 @@ def _section(renderer: _Renderer, elem: etree._Element) -> Section:
     body = [c for c in elem if c.tag != "section"]
     blocks = _body_blocks(renderer, body)
     if KCONFIG_OPTION.match(title):
-        # a Kconfig option is looked up by name: its description, range and default stay one piece
+        # a Kconfig option is looked up by name: its description, range and default stay one piece,
+        # a chunk of its own (so a chip-only option leaves its neighbours' chunks identical across chips)
         refs = Refs()
         refs.symbol(title)
         for block in blocks:
             _merge_refs(refs, Refs(block.symbol_refs, block.doc_refs, block.file_refs))
         text = "\n\n".join(b.text for b in blocks)
-        blocks = [refs.block(text, atomic=True)] if text.strip() else []
+        blocks = [refs.block(text, atomic=True, standalone=True)] if text.strip() else []
     children = [_section(renderer, c) for c in elem if c.tag == "section"]
     return Section(title=title, blocks=blocks, children=children)
 

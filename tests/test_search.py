@@ -291,3 +291,13 @@ def test_register_question_prefers_the_register_block_over_prose(engine: SearchE
     assert query_symbols(query) == []
     top = engine.search(query, chip="esp32c3", doc_type="trm")["results"][0]
     assert top["text"].count("Register UART_CLKDIV_REG\nAddress: 0x0014") == 1, top["text"][:200]
+
+
+def test_a_chunk_whose_own_section_is_the_symbol_defines_it() -> None:
+    from search import definition_strength
+
+    option = "Configuration Options > FreeRTOS > CONFIG_FREERTOS_UNICORE\n\nRun FreeRTOS only on first core"
+    mention = "FreeRTOS Overview > Configuration\n\nEnable CONFIG_FREERTOS_UNICORE to run on one core"
+    assert definition_strength(option, "CONFIG_FREERTOS_UNICORE") == 2
+    assert definition_strength(mention, "CONFIG_FREERTOS_UNICORE") == 0
+    assert definition_strength(option, "CONFIG_FREERTOS") == 0  # a prefix of the section title is not it
