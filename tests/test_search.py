@@ -34,7 +34,7 @@ def build_fixture_store(root: Path) -> Path:
     source.mkdir(parents=True, exist_ok=True)
     for doc_type in DOC_TYPES_BUILT:
         embed_and_store.build(
-            [FIXTURES / f"{doc_type}_chunks.jsonl"], doc_type, source, str(db), get_embedder
+            [FIXTURES / f"{doc_type}_fixture_rows.jsonl"], doc_type, source, str(db), get_embedder
         )
     done.touch()
     return db

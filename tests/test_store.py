@@ -90,7 +90,7 @@ def test_build_records_model_provenance_and_indices(
     tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "db"
-    code, out, _ = run(capsys, embedder, FIXTURES / "trm_chunks.jsonl", "trm", trees["trm"], db)
+    code, out, _ = run(capsys, embedder, FIXTURES / "trm_fixture_rows.jsonl", "trm", trees["trm"], db)
     assert code == 0
     assert "doc_type=trm rows=16 embedded=16 cached=0" in out
 
@@ -123,9 +123,9 @@ def test_rerun_on_unchanged_input_embeds_and_writes_nothing(
     tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "db"
-    run(capsys, embedder, FIXTURES / "trm_chunks.jsonl", "trm", trees["trm"], db)
+    run(capsys, embedder, FIXTURES / "trm_fixture_rows.jsonl", "trm", trees["trm"], db)
     version = open_store(str(db)).version
-    code, out, _ = run(capsys, embedder, FIXTURES / "trm_chunks.jsonl", "trm", trees["trm"], db)
+    code, out, _ = run(capsys, embedder, FIXTURES / "trm_fixture_rows.jsonl", "trm", trees["trm"], db)
     assert code == 0
     assert "rows=16 embedded=0 cached=16 (unchanged, nothing written)" in out
     assert open_store(str(db)).version == version
@@ -133,7 +133,7 @@ def test_rerun_on_unchanged_input_embeds_and_writes_nothing(
 
 def edited_trm(path: Path) -> dict[str, list[dict[str, Any]]]:
     """The trm fixture after an upstream refresh: one text edited, one dropped, one new, one retagged."""
-    rows = list(read_jsonl(FIXTURES / "trm_chunks.jsonl"))
+    rows = list(read_jsonl(FIXTURES / "trm_fixture_rows.jsonl"))
     edited = {**rows[0], "text": rows[0]["text"] + " Write it only while the UART is idle."}
     edited = make_row(**{k: v for k, v in edited.items() if k != "content_hash"})
     retagged = {**rows[2], "source_doc": "UART Controller (retitled)"}
@@ -157,8 +157,8 @@ def test_refresh_embeds_only_changed_text_and_leaves_other_doc_types_alone(
     tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "db"
-    run(capsys, embedder, FIXTURES / "trm_chunks.jsonl", "trm", trees["trm"], db)
-    run(capsys, embedder, FIXTURES / "idf_chunks.jsonl", "idf", trees["idf"], db)
+    run(capsys, embedder, FIXTURES / "trm_fixture_rows.jsonl", "trm", trees["trm"], db)
+    run(capsys, embedder, FIXTURES / "idf_fixture_rows.jsonl", "idf", trees["idf"], db)
     idf_before = rows_by_key(open_store(str(db)), "idf")
     assert len(idf_before) == 8
 
@@ -185,7 +185,7 @@ def test_one_chapter_file_in_two_chips_manuals_gives_two_rows(
     tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """ESP32-C61's manual includes chapters from the ESP32-C5 folder: same file and text, two chips."""
-    first = next(iter(read_jsonl(FIXTURES / "trm_chunks.jsonl")))
+    first = next(iter(read_jsonl(FIXTURES / "trm_fixture_rows.jsonl")))
     chunks = write_rows(tmp_path / "shared.jsonl", [first, {**first, "chips": ["esp32c6"]}])
     code, out, _ = run(capsys, embedder, chunks, "trm", trees["trm"], tmp_path / "db")
     assert code == 0
@@ -205,7 +205,7 @@ def test_open_store_errors_say_what_to_do(
     assert not missing.exists()  # opening must not create an empty store
 
     db = tmp_path / "db"
-    run(capsys, embedder, FIXTURES / "idf_chunks.jsonl", "idf", trees["idf"], db)
+    run(capsys, embedder, FIXTURES / "idf_fixture_rows.jsonl", "idf", trees["idf"], db)
     with pytest.raises(
         StoreError, match=r"built with embedding model 'all-MiniLM-L6-v2', not 'Qwen/Qwen3-Embedding-0.6B'"
     ):
@@ -221,12 +221,12 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 def bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
     """name -> (CLI args, expected error text)."""
-    trm = list(read_jsonl(FIXTURES / "trm_chunks.jsonl"))
+    trm = list(read_jsonl(FIXTURES / "trm_fixture_rows.jsonl"))
     unpinned = tmp / "unpinned-src"
     unpinned.mkdir()
     other_commit = pinned_tree(tmp / "other-src", "f" * 40)
     pinned = pinned_tree(tmp / "pinned-src", TRM_COMMIT)
-    idf_file = str(FIXTURES / "idf_chunks.jsonl")
+    idf_file = str(FIXTURES / "idf_fixture_rows.jsonl")
 
     def case(rows: list[dict[str, Any]], name: str, tree: Path = pinned, doc_type: str = "trm") -> list[str]:
         return [
@@ -311,8 +311,8 @@ def test_replacing_a_doc_type_is_atomic_for_readers(
     tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "db"
-    run(capsys, embedder, FIXTURES / "trm_chunks.jsonl", "trm", trees["trm"], db)
-    run(capsys, embedder, FIXTURES / "idf_chunks.jsonl", "idf", trees["idf"], db)
+    run(capsys, embedder, FIXTURES / "trm_fixture_rows.jsonl", "trm", trees["trm"], db)
+    run(capsys, embedder, FIXTURES / "idf_fixture_rows.jsonl", "idf", trees["idf"], db)
     table = open_store(str(db))
     old_trm = set(rows_by_key(table, "trm"))
     idf = set(rows_by_key(table, "idf"))
@@ -520,8 +520,8 @@ def test_validate_store_passes_a_good_store_and_fails_a_corrupted_one(
     tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "db"
-    run(capsys, embedder, FIXTURES / "trm_chunks.jsonl", "trm", trees["trm"], db)
-    run(capsys, embedder, FIXTURES / "idf_chunks.jsonl", "idf", trees["idf"], db)
+    run(capsys, embedder, FIXTURES / "trm_fixture_rows.jsonl", "trm", trees["trm"], db)
+    run(capsys, embedder, FIXTURES / "idf_fixture_rows.jsonl", "idf", trees["idf"], db)
     assert validate_store.main(["--db", str(db)]) == 0
     out = capsys.readouterr().out
     assert "rows: 24 (idf 8, trm 16)" in out
