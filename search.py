@@ -326,6 +326,14 @@ def open_engine(db_uri: str, *, demo_note: str | None = None) -> SearchEngine:
     return SearchEngine(table, get_embedder(store_model_id(table)), demo_note=demo_note)
 
 
+def _candidates(builder: Any, where: str | None, score_column: str) -> list[dict[str, Any]]:
+    """The candidate pool of one retriever within validated filters, with its score column."""
+    builder = builder.select([*RESULT_COLUMNS, score_column]).with_row_id(True).limit(CANDIDATE_POOL)
+    if where:
+        builder = builder.where(where, prefilter=True)
+    return builder.to_arrow().to_pylist()
+
+
 class SearchEngine:
     """Hybrid retrieval over one opened LanceDB table; model and table are loaded once."""
 
@@ -428,31 +436,17 @@ class SearchEngine:
         return rows
 
     def _vector_only(self, query: str, where: str | None) -> list[dict[str, Any]]:
-        builder = (
-            self.table.search(self.embedder.embed_query(query), query_type="vector")
-            .distance_type("cosine")
-            .select([*RESULT_COLUMNS, "_distance"])
-            .with_row_id(True)
-            .limit(CANDIDATE_POOL)
+        builder = self.table.search(self.embedder.embed_query(query), query_type="vector").distance_type(
+            "cosine"
         )
-        if where:
-            builder = builder.where(where, prefilter=True)
-        rows = builder.to_arrow().to_pylist()
+        rows = _candidates(builder, where, "_distance")
         for row in rows:
             row["matched_by"] = ["vector"]
             row["score"] = 1.0 - float(row["_distance"])
         return rows
 
     def _fts_only(self, query: str, where: str | None) -> list[dict[str, Any]]:
-        builder = (
-            self.table.search(query, query_type="fts", fts_columns="text")
-            .select([*RESULT_COLUMNS, "_score"])
-            .with_row_id(True)
-            .limit(CANDIDATE_POOL)
-        )
-        if where:
-            builder = builder.where(where, prefilter=True)
-        rows = builder.to_arrow().to_pylist()
+        rows = _candidates(self.table.search(query, query_type="fts", fts_columns="text"), where, "_score")
         for row in rows:
             row["matched_by"] = ["fts"]
             row["score"] = float(row["_score"])
