@@ -91,9 +91,10 @@ validate:
 eval mode="all":
     uv run eval_retrieval.py {{gold}} --db {{db}} --mode {{mode}}
 
-# Latency p50/p95 over MCP stdio, cold start and server RSS; healthy: warm p50 in tens of ms.
-bench:
+# Latency p50/p95 over MCP stdio, cold start, server RSS, then embed chunks/s; healthy: warm p50 in tens of ms.
+bench chunks="trm_chunks.jsonl":
     uv run bench.py --db {{db}}
+    uv run embed_bench.py {{chunks}} --sample 200 --max-tokens 256
 
 # Embedding speed per truncation length on real chunks; healthy: ~10 chunks/s at 256 tokens on 2 cores.
 bench-embed chunks="trm_chunks.jsonl":
