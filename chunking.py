@@ -50,7 +50,10 @@ class Chunk:
     symbol_refs: list[str]
     doc_refs: list[str]
     file_refs: list[str]
-    words: int
+
+    @property
+    def words(self) -> int:
+        return word_count(self.text)
 
 
 @dataclass
@@ -171,7 +174,6 @@ def _assemble(units: list[_Unit]) -> Chunk:
         symbol_refs=refs("symbol_refs"),
         doc_refs=refs("doc_refs"),
         file_refs=refs("file_refs"),
-        words=word_count(text),
     )
 
 
