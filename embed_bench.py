@@ -9,7 +9,6 @@ chunk is ~900 tokens and MiniLM at 256 sees only its start. This prints both sid
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -20,21 +19,16 @@ from pathlib import Path
 import numpy as np
 
 import embedder
+from schema import read_jsonl
 
 
 def read_field(path: Path, field: str) -> list[str]:
     """One string field of every JSONL row (chunk ``text``, eval ``query``)."""
     values = []
-    with path.open() as handle:
-        for line_number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                values.append(str(json.loads(line)[field]))
-            except (json.JSONDecodeError, KeyError, TypeError) as error:
-                raise ValueError(
-                    f"{path}:{line_number}: not a JSON row with a {field!r} field ({error})"
-                ) from error
+    for number, row in enumerate(read_jsonl(path), 1):
+        if not isinstance(row, dict) or field not in row:
+            raise ValueError(f"{path} row {number}: not a JSON object with a {field!r} field")
+        values.append(str(row[field]))
     if not values:
         raise ValueError(f"{path} holds no rows")
     return values
