@@ -8,6 +8,7 @@ before a filter string is built: nothing a client sends reaches LanceDB's SQL un
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections import Counter
@@ -203,8 +204,14 @@ def _symbols_where(symbols: Iterable[str]) -> str:
     return f"regexp_like(array_to_string(symbol_refs, ' '), '(?i)(^| )({alternatives})( |$)')"
 
 
+@functools.lru_cache(maxsize=1024)
+def _symbol_regex(symbol: str) -> re.Pattern[str]:
+    """``symbol_pattern`` compiled once per symbol: it is matched against every hit's refs."""
+    return re.compile(symbol_pattern(symbol), re.IGNORECASE)
+
+
 def _matched_refs(symbol_refs: list[str], symbols: list[str]) -> list[str]:
-    patterns = [re.compile(symbol_pattern(s), re.IGNORECASE) for s in symbols]
+    patterns = [_symbol_regex(s) for s in symbols]
     return [ref for ref in symbol_refs if any(p.fullmatch(ref) for p in patterns)]
 
 
@@ -212,6 +219,16 @@ def definition_strength(text: str, ref: str) -> int:
     """2 where a line defines ``ref`` (register header, register field bullet, #define, card address,
     prototype, Kconfig heading, or the chunk's own section named after it, as a Kconfig option chunk's
     path ends in the option), 1 where a line starts with it (table row), 0 for a passing mention."""
+    strong, weak = _definition_regexes(ref)
+    if strong.search(text):
+        return 2
+    return 1 if weak.search(text) else 0
+
+
+@functools.lru_cache(maxsize=4096)
+def _definition_regexes(ref: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The defining-line alternatives as one regex, and the table-row one, compiled once per ref:
+    every symbol hit is tested for every ref it matched."""
     name = re.escape(ref)
     strong = (
         rf"^\s*Register\s+{name}\b",
@@ -222,10 +239,9 @@ def definition_strength(text: str, ref: str) -> int:
         rf"^\s*-\s+{name}\s+\[\d",
         rf"^\s*(?:[\w*]+\s+){{1,4}}\**{name}\s*\([^()]*\)\s*;?\s*$",
     )
-    if any(re.search(pattern, text, re.IGNORECASE | re.MULTILINE) for pattern in strong):
-        return 2
+    flags = re.IGNORECASE | re.MULTILINE
     weak = rf"^\s*(?:[-*]\s+)?{name}\b"
-    return 1 if re.search(weak, text, re.IGNORECASE | re.MULTILINE) else 0
+    return re.compile("|".join(f"(?:{p})" for p in strong), flags), re.compile(weak, flags)
 
 
 def _definition_rank(row: dict[str, Any], symbols: list[str]) -> tuple[int, int, int, int]:
