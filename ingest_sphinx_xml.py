@@ -360,10 +360,9 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"{args.xml_dir} is not a directory (expected a chip's docs build in XML)")
     if args.idf_path and not args.idf_path.is_dir():
         return _fail(f"--idf-path {args.idf_path} is not a directory")
-    provenance = resolve_provenance(args)
-
     if args.max_words < 1:
         return _fail(f"--max-words must be positive, got {args.max_words}")
+    provenance = resolve_provenance(args)
     result = ingest(args.xml_dir, chip, provenance, args.max_words, progress=not args.no_progress)
     for failure in result.failures:
         print(f"skipped page: {failure}", file=sys.stderr)
