@@ -728,13 +728,28 @@ def registers_in_chunk(text: str) -> ChunkRegisters:
     return found
 
 
-def _row_matches(row: dict[str, Any], chip: str, revision: str, multi_revision: bool) -> bool:
+def row_in_manual(row: dict[str, Any], chip: str, revision: str, multi_revision: bool) -> bool:
+    """Whether a chunk row is part of the chip's `revision` manual.
+
+    A chip with one manual accepts rows without revision labels; when the chip publishes several
+    (ESP32-P4), a row must name the revision, or its text would count for a manual that lacks it.
+    """
     if chip not in row.get("chips", []):
         return False
     revisions = row.get("revisions", [])
-    if multi_revision:
-        return revision in revisions
-    return not revisions or revision in revisions
+    return revision in revisions or (not multi_revision and not revisions)
+
+
+def load_trm_rows(chunks_path: str) -> list[dict[str, Any]]:
+    """The `trm` rows of a chunks JSONL; ValueError (CLI exit 2) when the file is absent or has none."""
+    from schema import read_jsonl
+
+    if not Path(chunks_path).is_file():
+        raise ValueError(f"chunks file {chunks_path} does not exist (write it with ingest_trm.py --out-path)")
+    rows = [r for r in read_jsonl(chunks_path) if r.get("doc_type") == "trm"]
+    if not rows:
+        raise ValueError(f"{chunks_path} holds no rows with doc_type 'trm'")
+    return rows
 
 
 @dataclass
@@ -763,7 +778,7 @@ def check_chunks(census: Census, rows: Iterable[dict[str, Any]]) -> list[ManualC
         found_fields: dict[str, set[str]] = defaultdict(set)
         split: list[dict[str, Any]] = []
         for row, regs in parsed:
-            if not _row_matches(row, manual.chip, manual.revision, multi):
+            if not row_in_manual(row, manual.chip, manual.revision, multi):
                 continue
             found.update(regs.complete)
             for key, names in regs.fields.items():
@@ -894,14 +909,7 @@ def _run_source(census: Census, as_json: bool) -> int:
 
 
 def _run_check(census: Census, chunks_path: str, as_json: bool, show: int | None) -> int:
-    from schema import read_jsonl
-
-    if not Path(chunks_path).is_file():
-        raise ValueError(f"chunks file {chunks_path} does not exist (write it with ingest_trm.py --out-path)")
-    rows = list(read_jsonl(chunks_path))
-    if not any(r.get("doc_type") == "trm" for r in rows):
-        raise ValueError(f"{chunks_path} holds no rows with doc_type 'trm'")
-    results = check_chunks(census, rows)
+    results = check_chunks(census, load_trm_rows(chunks_path))
     if as_json:
         print(json.dumps(check_json(results), indent=1))
     else:

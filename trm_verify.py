@@ -35,7 +35,6 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
@@ -44,10 +43,12 @@ from register_census import (
     REGISTER_LINE_RE,
     TrmTreeError,
     discover_manuals,
+    load_trm_rows,
     read_group,
     register_blocks,
     register_name_key,
     require_trm_tree,
+    row_in_manual,
     scan_chapter,
 )
 
@@ -256,15 +257,6 @@ def edition_key(file_path: str) -> str:
     return re.sub(r"-latest(?=__EN$)", "", file_path)
 
 
-def _row_holds(row: dict[str, Any], source: ChapterSource) -> bool:
-    if source.chip not in row.get("chips", []):
-        return False
-    if edition_key(row.get("file_path", "")) != edition_key(source.chapter):
-        return False
-    revisions = row.get("revisions", [])
-    return source.revision in revisions or (not source.multi_revision and not revisions)
-
-
 def word_capture(sources: list[ChapterSource], rows: Iterable[dict[str, Any]]) -> list[ChapterCapture]:
     """Capture per chapter of each manual, against the chunks that chip and revision can see."""
     by_edition: dict[tuple[str, str], list[tuple[dict[str, Any], Counter[str]]]] = defaultdict(list)
@@ -280,7 +272,7 @@ def word_capture(sources: list[ChapterSource], rows: Iterable[dict[str, Any]]) -
         chunks: Counter[str] = Counter()
         matched = 0
         for row, bag in by_edition.get((source.chip, edition_key(source.chapter)), []):
-            if _row_holds(row, source):
+            if row_in_manual(row, source.chip, source.revision, source.multi_revision):
                 chunks.update(bag)
                 matched += 1
         lost = Counter({w: c - chunks.get(w, 0) for w, c in wanted.items() if c > chunks.get(w, 0)})
@@ -353,9 +345,8 @@ def register_capture(sources: list[ChapterSource], rows: Iterable[dict[str, Any]
         if not blocks:
             continue
         for chip in row.get("chips", []):
-            row_revisions = row.get("revisions", [])
             for revision in revisions_of.get(chip, ()):
-                if revision in row_revisions or (not multi[chip] and not row_revisions):
+                if row_in_manual(row, chip, revision, multi[chip]):
                     for key, block in blocks:
                         found[(chip, revision, key)].update(word_bag(block))
     results = []
@@ -397,19 +388,8 @@ def macro_coverage(
     )
 
 
-def _load_rows(path: str) -> list[dict[str, Any]]:
-    from schema import read_jsonl
-
-    if not Path(path).is_file():
-        raise ValueError(f"chunks file {path} does not exist (write it with ingest_trm.py --out-path)")
-    rows = [r for r in read_jsonl(path) if r.get("doc_type") == "trm"]
-    if not rows:
-        raise ValueError(f"{path} holds no rows with doc_type 'trm'")
-    return rows
-
-
 def _run_words(args: argparse.Namespace) -> int:
-    rows = _load_rows(args.chunks)
+    rows = load_trm_rows(args.chunks)
     results = word_capture(chapter_sources(args.trm_path, progress=not args.json), rows)
     ratios = [r.ratio for r in results]
     median = statistics.median(ratios)
@@ -434,7 +414,7 @@ def _run_words(args: argparse.Namespace) -> int:
 
 
 def _run_registers(args: argparse.Namespace) -> int:
-    rows = _load_rows(args.chunks)
+    rows = load_trm_rows(args.chunks)
     results = register_capture(chapter_sources(args.trm_path, progress=not args.json), rows)
     flagged = sorted((r for r in results if r.ratio < FLAG_BELOW), key=lambda r: (r.ratio, r.label, r.name))
     failing = [r for r in flagged if r.ratio < args.fail_below]
@@ -459,7 +439,7 @@ def _run_registers(args: argparse.Namespace) -> int:
 
 
 def _run_macros(args: argparse.Namespace) -> int:
-    rows = _load_rows(args.chunks)
+    rows = load_trm_rows(args.chunks)
     coverage = macro_coverage(chapter_sources(args.trm_path, progress=not args.json), rows)
     surviving = sorted((c for c in coverage if c[2]), key=lambda c: (-c[2], c[0]))
     if args.json:
