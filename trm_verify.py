@@ -394,7 +394,7 @@ def _run_words(args: argparse.Namespace) -> int:
     ratios = [r.ratio for r in results]
     median = statistics.median(ratios)
     flagged = sorted((r for r in results if r.ratio < FLAG_BELOW), key=lambda r: r.ratio)
-    failing = [r for r in flagged if r.ratio < args.fail_below]
+    failing = [r for r in results if r.ratio < args.fail_below]
     if args.json:
         print(json.dumps({"median": median, "chapters": [r.__dict__ for r in results]}, indent=1))
     else:
@@ -417,7 +417,7 @@ def _run_registers(args: argparse.Namespace) -> int:
     rows = load_trm_rows(args.chunks)
     results = register_capture(chapter_sources(args.trm_path, progress=not args.json), rows)
     flagged = sorted((r for r in results if r.ratio < FLAG_BELOW), key=lambda r: (r.ratio, r.label, r.name))
-    failing = [r for r in flagged if r.ratio < args.fail_below]
+    failing = [r for r in results if r.ratio < args.fail_below]
     if args.json:
         print(json.dumps([r.__dict__ for r in flagged], indent=1))
     else:

@@ -79,14 +79,18 @@ def test_chapter_with_no_chunks_captures_nothing(tmp_path: Path) -> None:
     assert tv.main(["words", write(tmp_path, rows), "--trm-path", str(TRM)]) == 1
 
 
-def test_truncated_register_descriptions_lower_capture_but_within_tolerance() -> None:
+def test_truncated_register_descriptions_lower_capture_but_within_tolerance(tmp_path: Path) -> None:
     rows = good_rows()
     uart = next(r for r in rows if "UART_CLKDIV_REG" in r["text"])
     uart["text"] = uart["text"].replace(
         ": Configures the integral part of the divisor for baud rate generation.", ""
     )
     ratio = captures(rows)["esp32c3@mainline:ESP32-C3/02-UART__EN"]
-    assert tv.DEFAULT_FAIL_BELOW < ratio < 1.0
+    assert tv.FLAG_BELOW < ratio < 1.0
+    path = write(tmp_path, rows)
+    assert tv.main(["words", path, "--trm-path", str(TRM)]) == 0
+    # a stricter threshold than the 80% flag line fails the run too, not only flagged chapters
+    assert tv.main(["words", path, "--trm-path", str(TRM), "--fail-below", "0.9"]) == 1
 
 
 def test_macros_left_raw_are_reported_most_frequent_first(
