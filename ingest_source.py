@@ -316,14 +316,13 @@ def _register_description(comment: str, name: str) -> str:
     return " ".join(body).removesuffix("*/").strip()
 
 
-def card_blocks(items: list[Item]) -> tuple[list[Block], int]:
+def card_blocks(items: list[Item]) -> list[Block]:
     """One block per register (``NAME = address expression``), field names kept as symbols only."""
     fields = field_macro_names(items)
     blocks: list[Block] = []
     leading = _leading_comment(items)
     if leading:
         blocks.append(Block(leading))
-    registers = 0
     orphan_fields: list[str] = []
     for item in items:
         if item.kind != "define":
@@ -334,7 +333,6 @@ def card_blocks(items: list[Item]) -> tuple[list[Block], int]:
                 # a field belongs to the register above it; fields before any register wait for one
                 (blocks[-1].symbol_refs if blocks and blocks[-1].symbol_refs else orphan_fields).append(name)
             continue
-        registers += 1
         line = f"{name}{item.params} = {_unwrap(item.value)}"
         description = _register_description(item.comment, name)
         if description:
@@ -343,7 +341,7 @@ def card_blocks(items: list[Item]) -> tuple[list[Block], int]:
         orphan_fields.clear()
     if orphan_fields:
         blocks.append(Block("Field macros: " + ", ".join(orphan_fields), symbol_refs=list(orphan_fields)))
-    return group_blocks(blocks), registers
+    return group_blocks(blocks)
 
 
 def _leading_comment(items: list[Item]) -> str:
@@ -452,7 +450,6 @@ class HeaderResult:
     rows: list[dict[str, Any]]
     card: bool
     declared: set[str]
-    registers: int = 0
 
 
 def header_rows(header: HeaderFile, source_version: str, source_commit: str) -> HeaderResult:
@@ -463,10 +460,8 @@ def header_rows(header: HeaderFile, source_version: str, source_commit: str) -> 
     card = is_register_card(name, items)
     includes = [m.group(1) for m in map(_INCLUDE.match, text.splitlines()) if m]
     if card:
-        blocks, registers = card_blocks(items)
-        root = Section(header.rel_path, blocks=blocks)
+        root = Section(header.rel_path, blocks=card_blocks(items))
     else:
-        registers = 0
         root = text_sections(header.rel_path, items)
     declared = declared_symbols(text)
     rows = []
@@ -487,7 +482,7 @@ def header_rows(header: HeaderFile, source_version: str, source_commit: str) -> 
                 source_commit=source_commit,
             )
         )
-    return HeaderResult(rows, card, declared, registers)
+    return HeaderResult(rows, card, declared)
 
 
 # ---------------------------------------------------------------- census (independent of the scanner)
