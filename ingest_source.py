@@ -552,10 +552,11 @@ def ingest(idf_path: Path, out_path: Path) -> dict[str, HeaderResult]:
     return results
 
 
-def _summarise(results: dict[str, HeaderResult], seconds: float, out_path: Path) -> str:
+def _summarise(
+    results: dict[str, HeaderResult], declared: int, reached: int, seconds: float, out_path: Path
+) -> str:
     rows = sum(len(r.rows) for r in results.values())
     cards = sum(1 for r in results.values() if r.card)
-    declared, reached, _ = census(results)
     return (
         f"{rows} src chunks from {len(results)} headers ({cards} register cards) -> {out_path}; "
         f"census {reached}/{declared} declared symbols in chunks; {seconds:.1f}s"
@@ -696,10 +697,10 @@ def _cmd_ingest(args: argparse.Namespace) -> str:
     results = ingest(Path(args.idf_path), Path(args.out_path))
     for chip, (files, chunks) in sorted(per_chip_counts(results).items()):
         print(f"  {chip:10s} {files:4d} headers {chunks:5d} chunks")
-    _, _, gaps = census(results)
+    declared, reached, gaps = census(results)
     for rel, missing in gaps[:20]:
         print(f"  census gap {rel}: {', '.join(missing[:8])}", file=sys.stderr)
-    return _summarise(results, time.monotonic() - started, Path(args.out_path))
+    return _summarise(results, declared, reached, time.monotonic() - started, Path(args.out_path))
 
 
 def _cmd_check_registers(args: argparse.Namespace) -> str:
@@ -738,8 +739,9 @@ def _cmd_census(args: argparse.Namespace) -> str:
     declared_total = reached = 0
     missing_files: list[str] = []
     for header in tqdm(headers, desc="census", unit="file"):
-        declared = declared_symbols(header.path.read_text(encoding="utf-8", errors="replace"))
-        if header.rel_path not in per_file and not _only_licence(header.path):
+        text = header.path.read_text(encoding="utf-8", errors="replace")
+        declared = declared_symbols(text)
+        if header.rel_path not in per_file and not _only_licence(text):
             missing_files.append(header.rel_path)
         lost = sorted(declared - per_file.get(header.rel_path, set()))
         declared_total += len(declared)
@@ -757,9 +759,8 @@ def _cmd_census(args: argparse.Namespace) -> str:
     return summary
 
 
-def _only_licence(path: Path) -> bool:
+def _only_licence(text: str) -> bool:
     """A header with nothing but its licence comment and ``#pragma once`` rightly has no chunk."""
-    text = path.read_text(encoding="utf-8", errors="replace")
     comments = [c for c in re.findall(r"/\*.*?\*/|//[^\n]*", text, flags=re.S) if not _LICENSE.search(c)]
     code = re.sub(r"^\s*#\s*pragma\s+once\s*$", "", _strip_comments(text), flags=re.M)
     return not comments and not code.strip()
