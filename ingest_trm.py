@@ -26,7 +26,7 @@ from tqdm import tqdm
 from chip_vocab import chip_for_trm_folder, trm_chips, validate_chip, validate_revision
 from chunking import Chunk, chunk_tree
 from latex_parser import (
-    INCLUDE_COMMANDS,
+    INCLUDE_COMMAND,
     IncludeResolver,
     ParsedChapter,
     document_body,
@@ -93,8 +93,7 @@ def _chip_name(folder: Path) -> str:
 
 def _aggregator_includes(text: str) -> list[str]:
     targets: list[str] = []
-    pattern = re.compile(r"\\(" + "|".join(INCLUDE_COMMANDS) + r")(?![A-Za-z])\s*\{")
-    for match in pattern.finditer(text):
+    for match in INCLUDE_COMMAND.finditer(text):
         group = read_group(text, match.end() - 1, skip_space=False)
         if group:
             targets.append(group[0].strip())

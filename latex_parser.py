@@ -231,7 +231,8 @@ class IncludeResolver:
 _PATH_MACRO_DEF = re.compile(
     r"\\(?:def\s*\\(?P<d>[A-Za-z]+)|(?:re)?newcommand\s*\{?\\(?P<n>[A-Za-z]+)\}?)\s*\{(?P<body>[^{}\\]*)\}"
 )
-_INCLUDE = re.compile(r"\\(" + "|".join(INCLUDE_COMMANDS) + r")(?![A-Za-z])\s*\{")
+# an include command up to its opening brace (also how ingest_trm reads a manual's chapter list)
+INCLUDE_COMMAND = re.compile(r"\\(" + "|".join(INCLUDE_COMMANDS) + r")(?![A-Za-z])\s*\{")
 _DOCUMENT = re.compile(r"\\begin\{document\}(.*?)(?:\\end\{document\}|\Z)", re.DOTALL)
 # TeX conditionals that nest with \fi (\iftagged and \ifthenelse are macros with arguments instead)
 _TEX_CONDITIONAL = re.compile(
@@ -326,7 +327,7 @@ def _expand_includes(text: str, current: Path, ctx: ExpandContext, stack: tuple[
     out: list[str] = []
     pos = 0
     while True:
-        match = _INCLUDE.search(text, pos)
+        match = INCLUDE_COMMAND.search(text, pos)
         if match is None:
             out.append(text[pos:])
             return "".join(out)
