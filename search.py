@@ -395,7 +395,7 @@ class SearchEngine:
         else:
             ranked = self._hybrid(query, where)
         if symbols:
-            ranked = self._fuse_symbols(ranked, self._symbol_hits(symbols, where), symbols)
+            ranked = self._fuse_symbols(ranked, self._symbol_hits(symbols, where))
         if mode == "hybrid" and REGISTER_INTENT.search(query):
             ranked = _fuse_register_definitions(ranked)
 
@@ -495,14 +495,18 @@ class SearchEngine:
             rows.update((row["_rowid"], row) for row in scan.to_arrow().to_pylist())
         return [row for row in rows.values() if _matched_refs(row["symbol_refs"], symbols)]
 
-    def _symbol_hits(self, symbols: list[str], where: str | None) -> list[dict[str, Any]]:
-        """Rows whose symbol_refs match, definitions first (no embedding involved)."""
-        hits = self._symbol_rows(symbols, where, SYMBOL_POOL)
-        hits.sort(key=lambda row: (_definition_rank(row, symbols), row["file_path"], row["chunk_index"]))
+    def _symbol_hits(
+        self, symbols: list[str], where: str | None
+    ) -> list[tuple[tuple[int, int, int, int], dict[str, Any]]]:
+        """Rows whose symbol_refs match with their definition rank, definitions first (no embedding)."""
+        hits = [
+            (_definition_rank(row, symbols), row) for row in self._symbol_rows(symbols, where, SYMBOL_POOL)
+        ]
+        hits.sort(key=lambda hit: (hit[0], hit[1]["file_path"], hit[1]["chunk_index"]))
         return hits
 
     def _fuse_symbols(
-        self, ranked: list[dict[str, Any]], hits: list[dict[str, Any]], symbols: list[str]
+        self, ranked: list[dict[str, Any]], hits: list[tuple[tuple[int, int, int, int], dict[str, Any]]]
     ) -> list[dict[str, Any]]:
         """Add the symbol retriever's reciprocal-rank contribution to the vector + full-text fusion.
 
@@ -511,11 +515,11 @@ class SearchEngine:
         row) count like any other retriever's list, so they never outrank what the question is about.
         """
         by_id = {row["_rowid"]: row for row in ranked}
-        keys = [_definition_rank(hit, symbols)[:2] for hit in hits[:CANDIDATE_POOL]]
-        tiers = sorted({key for key in keys if key[0] == -2})
-        for position, (hit, key) in enumerate(zip(hits[:CANDIDATE_POOL], keys, strict=True), 1):
-            if key[0] == -2:
-                contribution = 1.0 / (SYMBOL_RRF_K + tiers.index(key) + 1)
+        pool = hits[:CANDIDATE_POOL]
+        tiers = sorted({rank[:2] for rank, _ in pool if rank[0] == -2})
+        for position, (rank, hit) in enumerate(pool, 1):
+            if rank[0] == -2:
+                contribution = 1.0 / (SYMBOL_RRF_K + tiers.index(rank[:2]) + 1)
             else:
                 contribution = 1.0 / (RRF_K + position)
             row = by_id.setdefault(hit["_rowid"], {**hit, "matched_by": [], "score": 0.0})
