@@ -208,6 +208,11 @@ def capture(source: Counter[str], chunks: Counter[str]) -> float:
     return sum(min(count, chunks.get(word, 0)) for word, count in source.items()) / total
 
 
+def lost_words(source: Counter[str], chunks: Counter[str], top: int = 8) -> tuple[str, ...]:
+    """The source words the chunks are most short of: examples that say what kind of text was lost."""
+    return tuple(word for word, _ in (source - chunks).most_common(top))
+
+
 @dataclass(frozen=True)
 class ChapterCapture:
     chip: str
@@ -275,7 +280,6 @@ def word_capture(sources: list[ChapterSource], rows: Iterable[dict[str, Any]]) -
             if row_in_manual(row, source.chip, source.revision, source.multi_revision):
                 chunks.update(bag)
                 matched += 1
-        lost = Counter({w: c - chunks.get(w, 0) for w, c in wanted.items() if c > chunks.get(w, 0)})
         results.append(
             ChapterCapture(
                 source.chip,
@@ -284,7 +288,7 @@ def word_capture(sources: list[ChapterSource], rows: Iterable[dict[str, Any]]) -
                 sum(wanted.values()),
                 matched,
                 capture(wanted, chunks),
-                tuple(w for w, _ in lost.most_common(8)),
+                lost_words(wanted, chunks),
             )
         )
     return results
@@ -352,7 +356,6 @@ def register_capture(sources: list[ChapterSource], rows: Iterable[dict[str, Any]
     results = []
     for key, bag in wanted.items():
         got = found.get(key, Counter())
-        lost = Counter({w: c - got.get(w, 0) for w, c in bag.items() if c > got.get(w, 0)})
         results.append(
             RegisterCapture(
                 key[0],
@@ -360,7 +363,7 @@ def register_capture(sources: list[ChapterSource], rows: Iterable[dict[str, Any]
                 names[key],
                 sum(bag.values()),
                 capture(bag, got),
-                tuple(w for w, _ in lost.most_common(8)),
+                lost_words(bag, got),
             )
         )
     return results
@@ -388,14 +391,25 @@ def macro_coverage(
     )
 
 
+def _capture_summary(command: str, unit: str, ratios: list[float], fail_below: float) -> int:
+    """Print a capture run's one-line summary; the exit status is 1 when any ratio is under fail_below."""
+    median = statistics.median(ratios) if ratios else 1.0
+    flagged = sum(ratio < FLAG_BELOW for ratio in ratios)
+    failing = sum(ratio < fail_below for ratio in ratios)
+    print(
+        f"{command}: {len(ratios)} {unit}, median capture {median:.1%}, {flagged} under {FLAG_BELOW:.0%}, "
+        f"{failing} under {fail_below:.0%} (failing)",
+        file=sys.stderr,
+    )
+    return 1 if failing else 0
+
+
 def _run_words(args: argparse.Namespace) -> int:
     rows = load_trm_rows(args.chunks)
     results = word_capture(chapter_sources(args.trm_path, progress=not args.json), rows)
-    ratios = [r.ratio for r in results]
-    median = statistics.median(ratios)
     flagged = sorted((r for r in results if r.ratio < FLAG_BELOW), key=lambda r: r.ratio)
-    failing = [r for r in results if r.ratio < args.fail_below]
     if args.json:
+        median = statistics.median(r.ratio for r in results) if results else 1.0
         print(json.dumps({"median": median, "chapters": [r.__dict__ for r in results]}, indent=1))
     else:
         print(f"chapters under {FLAG_BELOW:.0%} word capture:")
@@ -404,20 +418,13 @@ def _run_words(args: argparse.Namespace) -> int:
                 f"  {r.ratio:6.1%} {r.label:17} {r.chapter}  ({r.source_words} words, {r.chunk_rows} chunks; "
                 f"lost e.g. {', '.join(r.lost_examples[:5])})"
             )
-    print(
-        f"words: {len(results)} chapters, median capture {median:.1%}, "
-        f"{len(flagged)} under {FLAG_BELOW:.0%}, "
-        f"{len(failing)} under {args.fail_below:.0%} (failing)",
-        file=sys.stderr,
-    )
-    return 1 if failing else 0
+    return _capture_summary("words", "chapters", [r.ratio for r in results], args.fail_below)
 
 
 def _run_registers(args: argparse.Namespace) -> int:
     rows = load_trm_rows(args.chunks)
     results = register_capture(chapter_sources(args.trm_path, progress=not args.json), rows)
     flagged = sorted((r for r in results if r.ratio < FLAG_BELOW), key=lambda r: (r.ratio, r.label, r.name))
-    failing = [r for r in results if r.ratio < args.fail_below]
     if args.json:
         print(json.dumps([r.__dict__ for r in flagged], indent=1))
     else:
@@ -429,13 +436,7 @@ def _run_registers(args: argparse.Namespace) -> int:
             )
         if len(flagged) > args.show:
             print(f"  ... and {len(flagged) - args.show} more (use --json for all)")
-    median = statistics.median(r.ratio for r in results) if results else 1.0
-    print(
-        f"registers: {len(results)} registers, median capture {median:.1%}, {len(flagged)} under "
-        f"{FLAG_BELOW:.0%}, {len(failing)} under {args.fail_below:.0%} (failing)",
-        file=sys.stderr,
-    )
-    return 1 if failing else 0
+    return _capture_summary("registers", "registers", [r.ratio for r in results], args.fail_below)
 
 
 def _run_macros(args: argparse.Namespace) -> int:
