@@ -2,7 +2,9 @@
 
 import json
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,7 +39,8 @@ def test_validation_errors_name_the_valid_values() -> None:
     assert chip_vocab.validate_revision("v1.3", chip="ESP32-P4") == "v1.3"
 
 
-def row(**overrides):
+def row(**overrides: Any) -> dict[str, Any]:
+    """A valid trm row, with ``overrides`` applied before make_row validates it."""
     base = dict(
         text="UART > Registers\n\nRegister UART_FIFO_REG\nAddress: 0x0000",
         doc_type="trm",
@@ -71,7 +74,7 @@ def test_make_row_deduplicates_lists_and_hashes_text() -> None:
         ({"chunk_index": -1}, "chunk_index"),
     ],
 )
-def test_invalid_rows_are_rejected_with_the_field_named(overrides, message) -> None:
+def test_invalid_rows_are_rejected_with_the_field_named(overrides: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         row(**overrides)
 
@@ -94,7 +97,7 @@ def test_jsonl_round_trip_is_atomic_and_names_bad_lines(tmp_path: Path) -> None:
     assert [r["chunk_index"] for r in read_jsonl(out)] == [0, 1]
     assert list(out.parent.iterdir()) == [out]  # no temp file left behind
 
-    def exploding():
+    def exploding() -> Iterator[dict[str, Any]]:
         yield row()
         raise RuntimeError("interrupted")
 
