@@ -124,14 +124,17 @@ def read_group(text: str, pos: int) -> tuple[str, int] | None:
     return None
 
 
-def skip_optional(text: str, pos: int) -> int:
-    """Skip one `[...]` optional argument (and leading whitespace) if present."""
+def skip_optional(text: str, pos: int, max_span: int | None = None) -> int:
+    """Skip one `[...]` optional argument (and leading whitespace) if present.
+
+    `max_span` caps how far the closing `]` may be, for text where a lone `[` is prose.
+    """
     i = pos
     while i < len(text) and text[i] in " \t":
         i += 1
     if i < len(text) and text[i] == "[":
         close = text.find("]", i)
-        if close > 0:
+        if close > 0 and (max_span is None or close < i + max_span):
             return close + 1
     return pos
 

@@ -50,6 +50,7 @@ from register_census import (
     require_trm_tree,
     row_in_manual,
     scan_chapter,
+    skip_optional,
 )
 
 FLAG_BELOW = 0.80
@@ -113,6 +114,8 @@ INLINE_COMMANDS = frozenset(
 )
 # Environments whose first brace arguments are layout, not text.
 ENV_LAYOUT_ARGS = {"tabular": 1, "tabularx": 2, "tabulary": 2, "longtable": 1, "register": 1, "minipage": 1}
+# A `[` after a command or `\\` opens an optional argument only if it closes this soon; else it is prose.
+OPTIONAL_ARG_SPAN = 200
 BEGIN_END_RE = re.compile(r"\\(begin|end)\s*\{([^{}]*)\}")
 COMMAND_RE = re.compile(r"\\([A-Za-z]+)\*?|\\(.)", re.S)
 
@@ -140,7 +143,7 @@ def delatex(text: str) -> str:
             symbol = match.group(2)
             out.append(symbol if symbol in "_%&#$" else " ")
             if symbol == "\\":
-                pos = _skip_bracket(text, pos)
+                pos = skip_optional(text, pos, OPTIONAL_ARG_SPAN)
             continue
         if name in INLINE_COMMANDS:  # I2C\_COMD\regindex{n}\_REG reads as one word
             if name == "textcolor" and (colour := read_group(text, pos)):
@@ -151,7 +154,7 @@ def delatex(text: str) -> str:
                 pos = group[1]
             continue
         if name != "item":
-            pos = _skip_bracket(text, pos)
+            pos = skip_optional(text, pos, OPTIONAL_ARG_SPAN)
         for _ in range(NON_TEXT_ARGS.get(name, 0)):
             group = read_group(text, pos)
             if group is None:
@@ -163,18 +166,6 @@ def delatex(text: str) -> str:
     return "".join(out)
 
 
-def _skip_bracket(text: str, pos: int) -> int:
-    """Skip one `[...]` optional argument directly after a command (or `\\\\`)."""
-    i = pos
-    while i < len(text) and text[i] in " \t":
-        i += 1
-    if i < len(text) and text[i] == "[":
-        close = text.find("]", i)
-        if 0 < close < i + 200:
-            return close + 1
-    return pos
-
-
 def _drop_environment_markers(text: str) -> str:
     """Remove `\\begin{env}` / `\\end{env}` and, for layout environments, their spec arguments."""
     out: list[str] = []
@@ -183,7 +174,7 @@ def _drop_environment_markers(text: str) -> str:
         if match.start() < pos:
             continue
         out.append(text[pos : match.start()])
-        pos = _skip_bracket(text, match.end())
+        pos = skip_optional(text, match.end(), OPTIONAL_ARG_SPAN)
         env = match.group(2).strip().rstrip("*")
         if match.group(1) == "begin":
             for _ in range(ENV_LAYOUT_ARGS.get(env, 0)):
