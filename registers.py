@@ -31,6 +31,13 @@ _CARD_LINE = re.compile(
 _DEFINE_LINE = re.compile(
     r"^\s*#\s*define\s+(?P<name>[A-Za-z_]\w*)(?P<params>\([^)]*\))?\s+(?P<value>.+?)\s*$"
 )
+# Address arithmetic runs for every macro of a chip when its index is built: compiled once here.
+_C_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_INTEGER_SUFFIX = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b")
+_INTEGER = re.compile(r"0[xX][0-9a-fA-F]+|\d+")
+_NOT_ARITHMETIC = re.compile(r"[^0-9a-fA-FxX+\-*/()<>|&~?:=! \t]|!(?!=)")
+_BASE_NAME = re.compile(r"DR_REG_\w+_BASE")
+_C_COMMENT = re.compile(r"/\*.*?\*/|//.*$")
 _MAX_ROWS = 200_000
 _OFFSET_LIMIT = 0x10000  # documented addresses below this are offsets from a peripheral base
 _INSTANCE_LIMIT = 16
@@ -149,11 +156,11 @@ def evaluate(
     expanded = _expand(expression, macros, depth, memo)
     if expanded is None:
         return None
-    arithmetic = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", expanded)
+    arithmetic = _INTEGER_SUFFIX.sub(r"\1", expanded)
     if _SUM_ONLY.fullmatch(arithmetic):
         # base + offset, the shape of almost every register address: no parser needed
-        return sum(_c_int(token) for token in re.findall(r"0[xX][0-9a-fA-F]+|\d+", arithmetic))
-    if re.search(r"[^0-9a-fA-FxX+\-*/()<>|&~?:=! \t]", arithmetic) or re.search(r"!(?!=)", arithmetic):
+        return sum(_c_int(token) for token in _INTEGER.findall(arithmetic))
+    if _NOT_ARITHMETIC.search(arithmetic):
         return None
     python = _ternary_to_python(arithmetic.replace("/", "//").replace("&&", " and ").replace("||", " or "))
     try:
@@ -246,13 +253,11 @@ def _expand(
 ) -> str | None:
     out: list[str] = []
     position = 0
-    for match in re.finditer(r"[A-Za-z_]\w*", expression):
+    for match in _C_IDENTIFIER.finditer(expression):
         if match.start() < position:
             continue
         name = match.group(0)
-        if re.fullmatch(r"0[xX][0-9a-fA-F]+|[0-9]+[uUlL]*", name) or _inside_number(
-            expression, match.start()
-        ):
+        if _inside_number(expression, match.start()):
             continue
         out.append(expression[position : match.start()])
         position = match.end()
@@ -362,7 +367,7 @@ class ChipIndex:
             self._bases = {
                 name: value
                 for name in self.macros
-                if re.fullmatch(r"DR_REG_\w+_BASE", name)
+                if _BASE_NAME.fullmatch(name)
                 and (value := evaluate(name, self.macros, memo=self.memo)) is not None
             }
         return self._bases
@@ -439,7 +444,7 @@ def _collect_macros(row: dict[str, Any], macros: dict[str, Macro]) -> None:
         if match is None:
             continue
         params = match.group("params")
-        value = re.sub(r"/\*.*?\*/|//.*$", "", match.group("value")).strip()
+        value = _C_COMMENT.sub("", match.group("value")).strip()
         description = match.groupdict().get("desc") or ""
         macros.setdefault(
             match.group("name"),
@@ -558,7 +563,7 @@ def _derivation(index: ChipIndex, macro: Macro, limit: int = 5) -> str:
         seen.add(current.name)
         params = f"({', '.join(current.params)})" if current.params is not None else ""
         steps.append(f"{current.name}{params} = {current.body} ({current.file_path.rsplit('/', 1)[-1]})")
-        queue += [index.macros[n] for n in re.findall(r"[A-Za-z_]\w*", current.body) if n in index.macros]
+        queue += [index.macros[n] for n in _C_IDENTIFIER.findall(current.body) if n in index.macros]
     return "; ".join(steps)
 
 
