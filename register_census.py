@@ -245,8 +245,19 @@ def latex_name_to_text(arg: str) -> str:
 # ----------------------------------------------------------------------------- the TRM tree
 
 
+class ManualLabelled:
+    """Mixin for records of one chip's one manual: `label` names it as reports print it."""
+
+    chip: str
+    revision: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.chip}@{self.revision}"
+
+
 @dataclass(frozen=True)
-class Manual:
+class Manual(ManualLabelled):
     """One published manual: a chip, a revision label, its chapter roots and active tags."""
 
     chip: str
@@ -254,10 +265,6 @@ class Manual:
     folder: Path
     tags: frozenset[str]
     chapter_roots: tuple[Path, ...]
-
-    @property
-    def label(self) -> str:
-        return f"{self.chip}@{self.revision}"
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from tqdm import tqdm
 
 from register_census import (
     REGISTER_LINE_RE,
+    ManualLabelled,
     TrmTreeError,
     discover_manuals,
     load_trm_rows,
@@ -205,7 +206,7 @@ def lost_words(source: Counter[str], chunks: Counter[str], top: int = 8) -> tupl
 
 
 @dataclass(frozen=True)
-class ChapterCapture:
+class ChapterCapture(ManualLabelled):
     chip: str
     revision: str
     chapter: str
@@ -213,10 +214,6 @@ class ChapterCapture:
     chunk_rows: int
     ratio: float
     lost_examples: tuple[str, ...]
-
-    @property
-    def label(self) -> str:
-        return f"{self.chip}@{self.revision}"
 
 
 @dataclass(frozen=True)
@@ -286,17 +283,13 @@ def word_capture(sources: list[ChapterSource], rows: Iterable[dict[str, Any]]) -
 
 
 @dataclass(frozen=True)
-class RegisterCapture:
+class RegisterCapture(ManualLabelled):
     chip: str
     revision: str
     name: str
     source_words: int
     ratio: float
     lost_examples: tuple[str, ...]
-
-    @property
-    def label(self) -> str:
-        return f"{self.chip}@{self.revision}"
 
 
 def chunk_register_blocks(text: str) -> Iterator[tuple[str, str]]:
