@@ -352,6 +352,7 @@ class ChipIndex:
     memo: dict[str, int | None] = field(default_factory=dict)  # object-like macro values
     _addresses: dict[int, list[tuple[str, int]]] | None = None
     _bases: dict[str, int] | None = None
+    _field_owners: dict[str, list[str]] | None = None
 
     def header_registers(self) -> list[Macro]:
         """Register macros (``X_REG``, ``X_REG(i)``, ``X_REG_1``), not base or field macros."""
@@ -371,6 +372,15 @@ class ChipIndex:
                 and (value := evaluate(name, self.macros, memo=self.memo)) is not None
             }
         return self._bases
+
+    def field_owners(self) -> dict[str, list[str]]:
+        """Field name -> the documented registers that have it, built on the first field lookup."""
+        if self._field_owners is None:
+            self._field_owners = defaultdict(list)
+            for register, entries in self.trm.items():
+                for field_name in dict.fromkeys(f["name"] for f in entries[0].register["fields"]):
+                    self._field_owners[field_name].append(register)
+        return self._field_owners
 
     def addresses(self) -> dict[int, list[tuple[str, int]]]:
         """Absolute address -> (header register name, instance), every real instance included."""
@@ -524,11 +534,7 @@ def _find_trm(index: ChipIndex, name: str) -> tuple[TrmEntry, dict[str, str]] | 
 
 def _field_owner(index: ChipIndex, name: str) -> str | None:
     """The documented register that has a field called ``name``, if exactly one does."""
-    owners = [
-        register
-        for register, entries in index.trm.items()
-        if any(f["name"] == name.upper() for f in entries[0].register["fields"])
-    ]
+    owners = index.field_owners().get(name.upper(), [])
     return owners[0] if len(owners) == 1 else None
 
 
