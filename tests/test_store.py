@@ -86,6 +86,16 @@ def rows_by_key(table: lancedb.table.Table, doc_type: str) -> dict[tuple[Any, ..
     return {row_key(row): row for row in data}
 
 
+def build_trm_and_idf(
+    db: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store holding both fixture corpora, each built by its own CLI run."""
+    for doc_type in ("trm", "idf"):
+        chunks = FIXTURES / f"{doc_type}_fixture_rows.jsonl"
+        code, _, err = run(capsys, embedder, chunks, doc_type, trees[doc_type], db)
+        assert code == 0, err
+
+
 def test_build_records_model_provenance_and_indices(
     tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -157,8 +167,7 @@ def test_refresh_embeds_only_changed_text_and_leaves_other_doc_types_alone(
     tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "db"
-    run(capsys, embedder, FIXTURES / "trm_fixture_rows.jsonl", "trm", trees["trm"], db)
-    run(capsys, embedder, FIXTURES / "idf_fixture_rows.jsonl", "idf", trees["idf"], db)
+    build_trm_and_idf(db, trees, embedder, capsys)
     idf_before = rows_by_key(open_store(str(db)), "idf")
     assert len(idf_before) == 8
 
@@ -311,8 +320,7 @@ def test_replacing_a_doc_type_is_atomic_for_readers(
     tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "db"
-    run(capsys, embedder, FIXTURES / "trm_fixture_rows.jsonl", "trm", trees["trm"], db)
-    run(capsys, embedder, FIXTURES / "idf_fixture_rows.jsonl", "idf", trees["idf"], db)
+    build_trm_and_idf(db, trees, embedder, capsys)
     table = open_store(str(db))
     old_trm = set(rows_by_key(table, "trm"))
     idf = set(rows_by_key(table, "idf"))
@@ -371,6 +379,15 @@ def crash_rows(count: int) -> list[dict[str, Any]]:
     ]
 
 
+CRASH_DRIVER = Path(__file__).parent / "store_crash_driver.py"
+
+
+def driver_command(log: Path, chunks: Path, doc_type: str, tree: Path, db: Path) -> list[str]:
+    """embed_and_store's CLI for a subprocess, with the cheap embedder that logs what it embeds."""
+    store_args = ["--doc-type", doc_type, "--source-repo", str(tree), "--db", str(db)]
+    return [sys.executable, str(CRASH_DRIVER), str(log), "--", str(chunks), *store_args]
+
+
 def cached_hashes(db: Path) -> list[str]:
     if not (db / f"{CACHE_TABLE_NAME}.lance").exists():
         return []
@@ -387,12 +404,10 @@ def test_kill_9_mid_embedding_then_resume_loses_nothing_and_repeats_nothing(tmp_
     write_jsonl(chunks, everything)
     db = tmp_path / "db"
     tree = pinned_tree(tmp_path / "src", TRM_COMMIT)
-    driver = Path(__file__).parent / "store_crash_driver.py"
-    store_args = ["--doc-type", "trm", "--source-repo", str(tree), "--db", str(db)]
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
 
     def driven(log: Path, chunk_file: Path) -> list[str]:
-        return [sys.executable, str(driver), str(log), "--", str(chunk_file), *store_args]
+        return driver_command(log, chunk_file, "trm", tree, db)
 
     subprocess.run(driven(tmp_path / "old.log", old_corpus), check=True, capture_output=True, timeout=120)
     old_keys = set(rows_by_key(open_store(str(db)), "trm"))
@@ -437,11 +452,9 @@ def test_kill_9_during_the_replace_leaves_the_old_or_the_new_corpus(tmp_path: Pa
     write_jsonl(new_file, new_rows)
     db = tmp_path / "db"
     tree = pinned_tree(tmp_path / "src", TRM_COMMIT)
-    driver = Path(__file__).parent / "store_crash_driver.py"
 
     def driven(chunk_file: Path) -> list[str]:
-        store_args = ["--doc-type", "trm", "--source-repo", str(tree), "--db", str(db)]
-        return [sys.executable, str(driver), str(tmp_path / "embed.log"), "--", str(chunk_file), *store_args]
+        return driver_command(tmp_path / "embed.log", chunk_file, "trm", tree, db)
 
     subprocess.run(driven(old_file), check=True, capture_output=True, timeout=120)
     old_version = open_store(str(db)).version
@@ -477,7 +490,6 @@ def test_runs_for_different_doc_types_at_once_all_land(tmp_path: Path) -> None:
     """Concurrent commits conflict in Lance; the runs retry and every corpus ends up whole."""
     db = tmp_path / "db"
     tree = pinned_tree(tmp_path / "src", TRM_COMMIT)
-    driver = Path(__file__).parent / "store_crash_driver.py"
     sizes = {"trm": 2 * EMBED_BATCH, "idf": 2 * EMBED_BATCH, "src": 3 * EMBED_BATCH}
 
     def driven(doc_type: str) -> list[str]:
@@ -493,10 +505,9 @@ def test_runs_for_different_doc_types_at_once_all_land(tmp_path: Path) -> None:
             )
             for n in range(sizes[doc_type])
         ]
-        write_jsonl(tmp_path / f"{doc_type}.jsonl", rows)
-        store_args = ["--doc-type", doc_type, "--source-repo", str(tree), "--db", str(db)]
-        log = tmp_path / f"{doc_type}.log"
-        return [sys.executable, str(driver), str(log), "--", str(tmp_path / f"{doc_type}.jsonl"), *store_args]
+        chunks = tmp_path / f"{doc_type}.jsonl"
+        write_jsonl(chunks, rows)
+        return driver_command(tmp_path / f"{doc_type}.log", chunks, doc_type, tree, db)
 
     subprocess.run(driven("src"), check=True, capture_output=True, timeout=120)  # the table exists
     sizes["src"] += EMBED_BATCH
@@ -520,8 +531,7 @@ def test_validate_store_passes_a_good_store_and_fails_a_corrupted_one(
     tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "db"
-    run(capsys, embedder, FIXTURES / "trm_fixture_rows.jsonl", "trm", trees["trm"], db)
-    run(capsys, embedder, FIXTURES / "idf_fixture_rows.jsonl", "idf", trees["idf"], db)
+    build_trm_and_idf(db, trees, embedder, capsys)
     assert validate_store.main(["--db", str(db)]) == 0
     out = capsys.readouterr().out
     assert "rows: 24 (idf 8, trm 16)" in out
