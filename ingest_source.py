@@ -657,7 +657,7 @@ def check_registers(trm_rows: Iterable[dict[str, Any]], src_rows: Iterable[dict[
     src = src_symbols(src_rows)
     report: dict[str, Any] = {}
     for chip in sorted(trm):
-        symbols = {s for s in src.get(chip, set()) if s.endswith("_REG") or "_REG" in s}
+        symbols = {s for s in src.get(chip, set()) if "_REG" in s}
         by_suffix: dict[str, list[str]] = defaultdict(list)
         for symbol in symbols:
             by_suffix[symbol.split("_", 1)[-1]].append(symbol)
