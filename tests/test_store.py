@@ -6,7 +6,6 @@ the kill/resume test, where a deterministic stand-in keeps the subprocess runs s
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -224,7 +223,8 @@ def test_open_store_errors_say_what_to_do(
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    """write_jsonl, returning the path so a case can name the file inline."""
+    write_jsonl(path, rows)
     return path
 
 
