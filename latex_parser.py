@@ -160,6 +160,29 @@ def _comment_start(line: str) -> int:
     return -1
 
 
+def _rewrite_matches(
+    text: str, pattern: re.Pattern[str], rewrite: Callable[[re.Match[str]], tuple[str, int] | None]
+) -> str:
+    """``text`` with each match of ``pattern``, and the arguments after it, replaced.
+
+    ``rewrite`` returns (replacement, where scanning resumes), so a replacement can take in brace
+    groups beyond the match (which ``re.sub`` cannot); None keeps the match as written.
+    """
+    out: list[str] = []
+    pos = 0
+    while (match := pattern.search(text, pos)) is not None:
+        rewritten = rewrite(match)
+        if rewritten is None:
+            out.append(text[pos : match.end()])
+            pos = match.end()
+            continue
+        out.append(text[pos : match.start()])
+        out.append(rewritten[0])
+        pos = rewritten[1]
+    out.append(text[pos:])
+    return "".join(out)
+
+
 # ---------------------------------------------------------------------------------------------
 # Include expansion
 # ---------------------------------------------------------------------------------------------
@@ -240,6 +263,7 @@ _TEX_CONDITIONAL = re.compile(
 )
 # what a manual build decides: the chapter is part of the global project; \iffalse hides text
 _CONSTANT_CONDITIONALS = {"iftrue": True, "ifglobal": True, "iffalse": False}
+_CONSTANT_CONDITIONAL = re.compile(r"\\(" + "|".join(_CONSTANT_CONDITIONALS) + r")(?![A-Za-z])")
 
 
 @dataclass
@@ -266,17 +290,8 @@ def select_constant_branches(text: str) -> str:
     ``\\iffalse ... \\fi`` hides retired registers (ESP32-C3 AES) and chapters test ``\\ifglobal``
     to add stand-alone front matter; nested conditionals are matched by depth.
     """
-    out: list[str] = []
-    pos = 0
-    while True:
-        opening = None
-        for match in _TEX_CONDITIONAL.finditer(text, pos):
-            if match.group(1) in _CONSTANT_CONDITIONALS:
-                opening = match
-                break
-        if opening is None:
-            out.append(text[pos:])
-            return "".join(out)
+
+    def select(opening: re.Match[str]) -> tuple[str, int]:
         depth, else_at, fi_at = 0, None, None
         for match in _TEX_CONDITIONAL.finditer(text, opening.end()):
             token = match.group(1)
@@ -290,15 +305,14 @@ def select_constant_branches(text: str) -> str:
                     else_at = match
             else:
                 depth += 1
-        out.append(text[pos : opening.start()])
         if fi_at is None:  # unterminated: leave the text visible rather than drop the rest
-            pos = opening.end()
-            continue
+            return "", opening.end()
         yes_end = else_at.start() if else_at else fi_at.start()
         no_part = text[else_at.end() : fi_at.start()] if else_at else ""
         chosen = text[opening.end() : yes_end] if _CONSTANT_CONDITIONALS[opening.group(1)] else no_part
-        out.append(select_constant_branches(chosen))
-        pos = fi_at.end()
+        return select_constant_branches(chosen), fi_at.end()
+
+    return _rewrite_matches(text, _CONSTANT_CONDITIONAL, select)
 
 
 def expand_file(path: Path, ctx: ExpandContext, stack: tuple[Path, ...] = ()) -> str:
@@ -324,27 +338,20 @@ def expand_file(path: Path, ctx: ExpandContext, stack: tuple[Path, ...] = ()) ->
 
 
 def _expand_includes(text: str, current: Path, ctx: ExpandContext, stack: tuple[Path, ...]) -> str:
-    out: list[str] = []
-    pos = 0
-    while True:
-        match = INCLUDE_COMMAND.search(text, pos)
-        if match is None:
-            out.append(text[pos:])
-            return "".join(out)
+    def include(match: re.Match[str]) -> tuple[str, int] | None:
         group = read_group(text, match.end() - 1, skip_space=False)
         if group is None:
-            out.append(text[pos : match.end()])
-            pos = match.end()
-            continue
+            return None
         target_raw, end = group
-        out.append(text[pos : match.start()])
         target = _expand_path_macros(target_raw, ctx.path_macros).strip()
         found = ctx.resolver.resolve(target, [ctx.root_dir, current.parent])
         if found is None:
             ctx.problems.append(IncludeProblem(str(current), target, "file not found"))
         elif found.suffix == ".tex":
-            out.append("\n" + expand_file(found, ctx, stack) + "\n")
-        pos = end
+            return "\n" + expand_file(found, ctx, stack) + "\n", end
+        return "", end
+
+    return _rewrite_matches(text, INCLUDE_COMMAND, include)
 
 
 def _expand_path_macros(target: str, macros: dict[str, str]) -> str:
@@ -372,22 +379,15 @@ def evaluate_tags(text: str, tags: frozenset[str]) -> str:
     Working on text (before environments are matched) is what makes branches holding an
     unbalanced ``\\begin{register}`` safe: only the chosen branch survives.
     """
-    out: list[str] = []
-    pos = 0
-    while True:
-        match = _TAG_COMMAND.search(text, pos)
-        if match is None:
-            out.append(text[pos:])
-            return "".join(out)
-        out.append(text[pos : match.start()])
+
+    def select(match: re.Match[str]) -> tuple[str, int]:
         kind = match.group(1)
         tag_arg = read_group(text, match.end())
         first = read_group(text, tag_arg[1]) if tag_arg else None
         second = read_group(text, first[1]) if first and kind == "iftagged" else None
         if tag_arg is None or first is None or (kind == "iftagged" and second is None):
             # malformed: drop the command name only, keep the text visible
-            pos = match.end()
-            continue
+            return "", match.end()
         active = bool({t.strip() for t in tag_arg[0].split(",") if t.strip()} & tags)
         if kind == "iftagged":
             chosen, end = (first[0] if active else second[0]), second[1]
@@ -396,8 +396,9 @@ def evaluate_tags(text: str, tags: frozenset[str]) -> str:
         else:
             chosen, end = ("" if active else first[0]), first[1]
         # nested conditionals inside the chosen branch are evaluated as well
-        out.append(evaluate_tags(chosen, tags))
-        pos = end
+        return evaluate_tags(chosen, tags), end
+
+    return _rewrite_matches(text, _TAG_COMMAND, select)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -427,13 +428,8 @@ def extract_definitions(text: str) -> tuple[str, dict[str, Macro]]:
     rest of the chapter, so definitions are removed and their uses expanded instead.
     """
     macros: dict[str, Macro] = {}
-    out: list[str] = []
-    pos = 0
-    while True:
-        match = _DEFINITION.search(text, pos)
-        if match is None:
-            out.append(text[pos:])
-            return "".join(out), macros
+
+    def cut(match: re.Match[str]) -> tuple[str, int] | None:
         name = match.group("n1") or match.group("n2") or match.group("n3")
         cursor = match.end()
         nargs = len(match.group("params") or "") // 2
@@ -444,12 +440,11 @@ def extract_definitions(text: str) -> tuple[str, dict[str, Macro]]:
             _default, cursor = read_optional(text, cursor)
         body = read_group(text, cursor)
         if body is None:
-            out.append(text[pos : match.end()])
-            pos = match.end()
-            continue
-        out.append(text[pos : match.start()])
+            return None
         macros[name] = Macro(nargs, body[0])
-        pos = body[1]
+        return "", body[1]
+
+    return _rewrite_matches(text, _DEFINITION, cut), macros
 
 
 def expand_macros(text: str, macros: dict[str, Macro]) -> str:
