@@ -40,6 +40,8 @@ from schema import make_row, write_jsonl
 CHAPTER_ROOT = re.compile(r"^\d{2}-.+__EN\.tex$")
 REVISION_IN_NAME = re.compile(r"chip-revision-(v\d+(?:\.\d+)*)", re.IGNORECASE)
 MAINLINE = "mainline"
+# a rendered register block's first two lines; a table row may also start with "Register"
+REGISTER_HEAD = re.compile(r"^Register .*\nAddress: ", re.MULTILINE)
 EXPECTED_TREE = (
     "a TRM LaTeX tree: chip folders named like ESP32-C3 or ESP8684, each holding numbered "
     "chapter roots NN-NAME__EN.tex and a <chip>-main__EN.tex manual"
@@ -257,9 +259,7 @@ def ingest(trm_root: Path, manuals: list[Manual], progress: bool = True) -> Inge
             for item in merge_manuals(editions[key]):
                 revisions = item.revisions if multi else []
                 report.revision_mix["+".join(revisions) if revisions else "none"] += 1
-                report.registers_per_chip[chip] += sum(
-                    1 for line in item.chunk.text.split("\n") if line.startswith("Register ")
-                )
+                report.registers_per_chip[chip] += len(REGISTER_HEAD.findall(item.chunk.text))
                 report.rows.append(
                     make_row(
                         text=item.chunk.text,

@@ -98,6 +98,23 @@ def test_source_version_comes_from_the_source_pin(tmp_path: Path) -> None:
     assert rows[0]["source_commit"] == "a" * 40 and rows[0]["source_version"] == "a" * 12
 
 
+def test_summary_counts_register_blocks_not_table_rows_starting_with_register(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trm = tmp_path / "trm"
+    shutil.copytree(FIXTURES, trm)
+    chapter = trm / "ESP32" / "01-PCNT__EN.tex"
+    summary_table = (
+        "\\begin{tabular}{ll}\nRegister & Address \\\\\nPCNT\\_CTRL\\_REG & 0x00b0 \\\\\n\\end{tabular}\n"
+    )
+    chapter.write_text(
+        chapter.read_text().replace("\\section{Registers}", summary_table + "\\section{Registers}")
+    )
+    code, rows = _run(tmp_path, trm, "--chips", "esp32")
+    assert code == 0 and any("Register | Address" in r["text"] for r in rows)
+    assert "1 registers [esp32 1]" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("make_path", ["missing", "empty", "not-trm"])
 def test_bad_trm_path_exits_2_saying_what_was_expected(
     tmp_path: Path, make_path: str, capsys: pytest.CaptureFixture[str]
