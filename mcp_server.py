@@ -52,10 +52,8 @@ INSTRUCTIONS = (
     "around a hit, esp32_docs_list_chips for valid chips and coverage."
 )
 
-ChipArg = Annotated[
-    str | None,
-    Field(description=f"chip id or name, e.g. esp32c3 or ESP32-C3; one of: {', '.join(chip_ids())}"),
-]
+CHIP_HELP = f"chip id or name, e.g. esp32c3 or ESP32-C3; one of: {', '.join(chip_ids())}"
+ChipArg = Annotated[str | None, Field(description=CHIP_HELP)]
 DocTypeArg = Annotated[
     str | None, Field(description="idf = ESP-IDF docs, trm = Technical Reference Manual, src = SoC headers")
 ]
@@ -139,10 +137,7 @@ def create_server(engine: SearchEngine | None, unavailable: str | None = None) -
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def esp32_docs_register(
-        chip: Annotated[
-            str,
-            Field(description=f"chip id or name, e.g. esp32c3 or ESP32-C3; one of: {', '.join(chip_ids())}"),
-        ],
+        chip: Annotated[str, Field(description=CHIP_HELP)],
         name: Annotated[
             str | None,
             Field(
