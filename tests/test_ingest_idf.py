@@ -76,6 +76,13 @@ def test_unknown_chip_is_rejected_with_the_valid_list(
     assert not out.exists()
 
 
+def test_non_positive_max_words_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "chunks.jsonl"
+    assert _run(FIXTURES / "esp32c3", out, "--chip", "esp32c3", "--max-words", "0", *PROVENANCE) == 2
+    assert "--max-words must be positive, got 0" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_directory_without_sphinx_pages_is_an_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
