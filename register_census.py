@@ -51,6 +51,10 @@ VERBATIM_ENVS = ("lstlisting", "verbatim")
 PARAMETER_NOTE_RE = re.compile(r"\([^()]*:[^()]*\)")
 REGFIELD_RE = re.compile(r"\\regfield(?:rotate)?(?![A-Za-z])")
 CONDITIONAL_RE = re.compile(r"\\(if[A-Za-z]*|fi|else)(?![A-Za-z])")
+WHITESPACE_RE = re.compile(r"\s+")
+# In a register-name argument: colour and rotation commands with their arguments, then other commands.
+NAME_DECORATION_RE = re.compile(r"\\(?:textcolor|rotatebox)\s*(?:\[[^]]*\])?\s*\{[^{}]*\}")
+NAME_COMMAND_RE = re.compile(r"\\[A-Za-z]+\*?")
 
 
 class TrmTreeError(ValueError):
@@ -231,16 +235,16 @@ def register_name_key(name: str) -> str:
     not mhpmcountern, which is another register), so notes are cut out, not cut off.
     """
     without_notes = PARAMETER_NOTE_RE.sub("", name)
-    return re.sub(r"\s+", "", without_notes.split("(", 1)[0])
+    return WHITESPACE_RE.sub("", without_notes.split("(", 1)[0])
 
 
 def latex_name_to_text(arg: str) -> str:
     """Render a register-name argument as text: `I2C\\_X\\regindex{n}` -> `I2C_Xn`."""
     text = arg.replace("\\_", "_")
-    text = re.sub(r"\\(?:textcolor|rotatebox)\s*(?:\[[^]]*\])?\s*\{[^{}]*\}", "", text)  # colour, angle
-    text = re.sub(r"\\[A-Za-z]+\*?", "", text)
+    text = NAME_DECORATION_RE.sub("", text)
+    text = NAME_COMMAND_RE.sub("", text)
     text = text.replace("{", "").replace("}", "")
-    return re.sub(r"\s+", " ", text).strip()
+    return WHITESPACE_RE.sub(" ", text).strip()
 
 
 # ----------------------------------------------------------------------------- the TRM tree
@@ -523,7 +527,7 @@ def field_names(latex: str) -> Iterator[str]:
         group = read_group(latex, match.end())
         name = latex_name_to_text(group[0]) if group else ""
         if name and "reserved" not in name.lower():
-            yield re.sub(r"\s+", "", name)
+            yield WHITESPACE_RE.sub("", name)
 
 
 # ----------------------------------------------------------------------------- the census
@@ -721,7 +725,7 @@ def registers_in_chunk(text: str) -> ChunkRegisters:
         header = REGISTER_LINE_RE.match(line)
         next_line = lines[i + 1] if i + 1 < len(lines) else ""
         if (field_line := FIELD_LINE_RE.match(line)) and current is not None:
-            found.fields[current].add(re.sub(r"\s+", "", field_line.group(1)))
+            found.fields[current].add(WHITESPACE_RE.sub("", field_line.group(1)))
             if drawn := DRAWN_AS_RE.search(line):
                 found.fields[current].add(drawn.group(1))
         if header:
