@@ -25,7 +25,6 @@ from embed_and_store import StoreError, resolve_db_uri
 from search import MODES, SearchEngine, SearchInputError, open_engine
 
 DEPTH = 10
-CUTOFFS = (1, 5, 10)
 FILTER_KEYS = ("chip", "doc_type", "revision")
 
 
