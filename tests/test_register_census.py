@@ -319,14 +319,12 @@ def test_real_c61_manual_includes_chapters_from_other_chip_folders(real_census: 
 
 
 def test_a_field_listed_under_its_parameterised_name_counts_only_when_it_names_the_drawn_field() -> None:
-    from register_census import registers_in_chunk
-
     block = (
         "Register LEDC_CHn_CONF0_REG (n: 0-5)\nAddress: 0x0000+0x14*n\nReset value: 0x00000000\nFields:\n"
         "- LEDC_TIMER_SEL_CHn [1:0] (R/W) reset 0x0: Selects the timer of channel n. "
         "(the register drawing labels it LEDC_TIMER_SEL_CH0)\n"
         "- LEDC_PARA_UP_CHn [4] (WT) reset 0x0: Updates the duty of channel n."
     )
-    (fields,) = registers_in_chunk(block).fields.values()
+    (fields,) = rc.registers_in_chunk(block).fields.values()
     assert "LEDC_TIMER_SEL_CH0" in fields  # accounted for by the explicit drawn name
     assert "LEDC_PARA_UP_CH0" not in fields  # a bare parameterised name does not stand in for it
