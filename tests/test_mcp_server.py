@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anyio.from_thread import start_blocking_portal
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -39,19 +39,22 @@ async def connected(args: list[str], env: dict[str, str] | None = None) -> Async
 
 
 @pytest.fixture(scope="module")
-def server_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ClientSession, Call]]:
+def server_session(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[ClientSession, BlockingPortal]]:
     """One server for the module, driven from sync tests through a blocking portal."""
     store = build_fixture_store(tmp_path_factory.getbasetemp() / "search-store")
     with (
         start_blocking_portal() as portal,
         portal.wrap_async_context_manager(connected(["--db", str(store)])) as session,
     ):
-        yield session, lambda name, arguments: portal.call(session.call_tool, name, arguments)
+        yield session, portal
 
 
 @pytest.fixture
-def call(server_session: tuple[ClientSession, Call]) -> Call:
-    return server_session[1]
+def call(server_session: tuple[ClientSession, BlockingPortal]) -> Call:
+    session, portal = server_session
+    return lambda name, arguments: portal.call(session.call_tool, name, arguments)
 
 
 def error_text(result: CallToolResult) -> str:
@@ -59,13 +62,11 @@ def error_text(result: CallToolResult) -> str:
     return result.content[0].text
 
 
-def test_tools_are_listed_read_only_with_output_schemas(tmp_path_factory: pytest.TempPathFactory) -> None:
-    store = build_fixture_store(tmp_path_factory.getbasetemp() / "search-store")
-    with (
-        start_blocking_portal() as portal,
-        portal.wrap_async_context_manager(connected(["--db", str(store)])) as s,
-    ):
-        listed = portal.call(s.list_tools).tools
+def test_tools_are_listed_read_only_with_output_schemas(
+    server_session: tuple[ClientSession, BlockingPortal],
+) -> None:
+    session, portal = server_session
+    listed = portal.call(session.list_tools).tools
     assert {tool.name for tool in listed} == TOOLS
     for tool in listed:
         assert tool.annotations.read_only_hint is True and tool.annotations.destructive_hint is False
