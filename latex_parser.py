@@ -652,8 +652,6 @@ class RegField:
     lsb: int
     reset: int | None
     reset_text: str
-    access: str = ""
-    description: str = ""
 
 
 @dataclass
@@ -807,9 +805,7 @@ def _normalise_note(note: str) -> str:
 def render_address(latex: str) -> str:
     """The address as written: ``0x{}0060``/``\\hexprefix{}0060`` -> ``0x0060``, case and digit
     count kept, parameterised offsets (``0x0000+4*\\regindex{n}``) with the LaTeX removed."""
-    text = latex.replace("{}", "")
-    text = plain_identifier(text)
-    return re.sub(r"\s+", " ", text).strip() or "unknown"
+    return plain_identifier(latex.replace("{}", "")) or "unknown"
 
 
 def _parse_fields(body: str) -> list[RegField]:
