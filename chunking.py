@@ -55,6 +55,11 @@ class Chunk:
     def words(self) -> int:
         return word_count(self.text)
 
+    @property
+    def section_path_text(self) -> str:
+        """The path as rows store it (``A > B > C``): the same separator the chunk text starts with."""
+        return PATH_SEPARATOR.join(self.section_path)
+
 
 @dataclass
 class _Unit:

@@ -25,7 +25,7 @@ from typing import Any
 from tqdm import tqdm
 
 from chip_vocab import chip_ids, chips
-from chunking import PATH_SEPARATOR, Block, Section, chunk_tree, word_count
+from chunking import Block, Section, chunk_tree, word_count
 from provenance import source_provenance
 from schema import make_row, read_jsonl, write_jsonl
 
@@ -473,7 +473,7 @@ def header_rows(header: HeaderFile, source_version: str, source_commit: str) -> 
                 chips=header.chips,
                 revisions=header.revisions,
                 source_doc=name,
-                section_path=PATH_SEPARATOR.join(chunk.section_path),
+                section_path=chunk.section_path_text,
                 file_path=header.rel_path,
                 chunk_index=index,
                 symbol_refs=chunk.symbol_refs,

@@ -29,7 +29,7 @@ from lxml import etree
 from tqdm import tqdm
 
 from chip_vocab import chips, validate_chip
-from chunking import PATH_SEPARATOR, chunk_tree
+from chunking import chunk_tree
 from provenance import UNKNOWN, Provenance, source_provenance
 from schema import make_row, write_jsonl
 from sphinx_xml import DEFAULT_MAX_WORDS, Page, PageError, doc_path_for, iter_pages, page_tree
@@ -238,7 +238,7 @@ def page_rows(page: Page, chip: str, provenance: Provenance, max_words: int) -> 
             doc_type="idf",
             chips=[chip],
             source_doc=page.title,
-            section_path=PATH_SEPARATOR.join(chunk.section_path),
+            section_path=chunk.section_path_text,
             file_path=page.doc_path,
             chunk_index=index,
             revisions=(),
