@@ -1,27 +1,19 @@
-"""The retrieval engine behind the MCP server and the eval: hybrid search, exact symbols, reading.
+"""The retrieval engine behind the MCP server and the eval: input validation and orchestration.
 
-Dense vectors miss exact identifiers and BM25 misses paraphrase, so a query runs three retrievers
-(vector, LanceDB full-text, exact symbol match over ``symbol_refs``) and fuses them by reciprocal
-rank. Every caller-supplied value is validated (vocabulary, identifier charset, known file paths)
-before a filter string is built: nothing a client sends reaches LanceDB's SQL unchecked.
+A query runs the retrievers of ``retrievers.py`` (vector, full-text, exact symbol), which
+``fusion.py`` combines by reciprocal rank; ``results.py`` shapes what the agent receives. Every
+caller-supplied value is validated here (vocabulary, identifier charset, known file paths) before a
+filter string is built: nothing a client sends reaches LanceDB's SQL unchecked.
 """
 
 from __future__ import annotations
 
-import functools
-import os
 import re
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-# LanceDB logs a deprecation warning on stderr for every hybrid sub-query (it projects a score
-# column that a hybrid query cannot select); read before lancedb loads, so set it first.
-os.environ.setdefault("LANCEDB_LOG", "error")
-
-from lancedb.rerankers import RRFReranker
-
+import fusion
 from chip_vocab import (
     DOC_TYPES,
     chips,
@@ -31,45 +23,34 @@ from chip_vocab import (
 )
 from embed_and_store import open_store, store_model_id
 from embedder import get_embedder
-from schema import CHUNK_FIELDS
+from results import (
+    RESULT_TEXT_CHARS,
+    docs_url,
+    format_result,
+    query_terms,
+    round_robin,
+    within_budget,
+)
+from retrievers import (
+    CANDIDATE_POOL,
+    RESULT_COLUMNS,
+    Retrievers,
+    definition_rank,
+    matched_refs,
+    query_symbols,
+)
 
 MODES = ("hybrid", "vector", "fts")
 MAX_K = 20
 MAX_QUERY_CHARS = 2000
-RRF_K = 60
-# The symbol retriever ranks hits with a line defining the symbol in tiers (exact name before a
-# parameterised or wildcard match); hits in one tier share a rank. With a small constant, one tier
-# step (1/2 vs 1/3) outweighs anything vector and full-text can add together (at most 2/61), so a
-# query that is just an identifier returns its definition first, and within a tier the vector +
-# full-text fusion decides. Table rows and mere mentions are fused with the ordinary constant.
-SYMBOL_RRF_K = 1
-CANDIDATE_POOL = 40
-SYMBOL_POOL = 200
 # Rows fetched to count a symbol's hits per corpus; totals at this cap are reported as lower bounds.
 SYMBOL_COUNT_CAP = 5000
-# embed_and_store's whitespace-tokenised, lower-cased FTS index over symbol_refs: exact identifiers in
-# a few milliseconds, where a regex scan of every row's symbols takes ~100 ms on the full store.
-SYMBOL_FTS_COLUMN = "symbol_refs"
-MAX_PLACEHOLDER_RUNS = 3
-RESULT_TEXT_CHARS = 2400
 READ_DEFAULT_CHARS = 8000
 READ_MAX_CHARS = 50000
-IDF_DOCS_URL = "https://docs.espressif.com/projects/esp-idf/en/latest/{chip}/{path}.html"
-
-# Every chunk field an agent's result carries; refs to other docs/files and the hash stay in the store.
-RESULT_COLUMNS = [f for f in CHUNK_FIELDS if f not in ("doc_refs", "file_refs", "content_hash")]
 INDEX_COLUMNS = ["file_path", "chunk_index", "doc_type", "chips", "revisions", "section_path"]
 
 # A symbol as callers may send it: identifier characters, plus ``*`` as a wildcard.
 SYMBOL_CHARSET = re.compile(r"[A-Za-z0-9_*]{1,128}")
-QUERY_TOKEN = re.compile(r"[A-Za-z0-9_*]+")
-# Placeholders the manuals use for a register's index: AES_KEY_n_REG, DMA_CHx_..., so the digits
-# of a concrete name (AES_KEY_3_REG) also match them.
-INDEX_PLACEHOLDERS = ("n", "x", "m")
-# A question about a register's address, offset, bits or fields wants the passage that defines the
-# register (a TRM "Register X / Address:" block or a header card line), not the prose around it.
-REGISTER_INTENT = re.compile(r"\b(?:registers?|address|offset|bits?|fields?|reset value)\b", re.IGNORECASE)
-REGISTER_DEFINITION = re.compile(r"^Register \S+.*\nAddress:|^\w+_REG\b\S*\s*=", re.MULTILINE)
 FILE_PATH_CHARSET = re.compile(r"[A-Za-z0-9_./+\-]{1,300}")
 
 
@@ -151,166 +132,6 @@ def validate_symbol(symbol: str) -> str:
     return symbol
 
 
-def looks_like_identifier(token: str) -> bool:
-    """Tokens an agent means as a symbol: snake/SCREAMING case, camelCase, or a wildcard pattern."""
-    core = token.strip("*")
-    if len(core) < 3 or core.isdigit() or ("*" in token and len(token.replace("*", "")) < 4):
-        return False
-    return "_" in core or "*" in token or bool(re.search(r"[a-z][A-Z]", core))
-
-
-def query_symbols(query: str) -> list[str]:
-    """The identifier-like tokens of a free-text query, in order, without duplicates."""
-    found = [t for t in QUERY_TOKEN.findall(query) if looks_like_identifier(t)]
-    return list(dict.fromkeys(t.strip("_") if t.strip("_") else t for t in found))[:8]
-
-
-def symbol_pattern(symbol: str) -> str:
-    """Regex (lower case, identifier chars only) matching one symbol_refs entry for ``symbol``.
-
-    ``*`` matches any identifier characters; every run of digits also matches the manuals' index
-    placeholders, so AES_KEY_3_REG finds AES_KEY_n_REG.
-    """
-    parts = []
-    for piece in re.split(r"(\d+|\*)", symbol.lower()):
-        if not piece:
-            continue
-        if piece == "*":
-            parts.append("[a-z0-9_]*")
-        elif piece.isdigit():
-            parts.append("(?:" + "|".join((piece, *INDEX_PLACEHOLDERS)) + ")")
-        else:
-            parts.append(re.escape(piece))
-    return "".join(parts)
-
-
-def symbol_variants(symbol: str) -> list[str]:
-    """Lower-case exact tokens ``symbol`` may be stored as: itself, and each digit run as a placeholder."""
-    pieces = re.split(r"(\d+)", symbol.lower())
-    variants = [""]
-    runs = 0
-    for piece in pieces:
-        if piece.isdigit() and runs < MAX_PLACEHOLDER_RUNS:
-            runs += 1
-            variants = [v + option for v in variants for option in (piece, *INDEX_PLACEHOLDERS)]
-        else:
-            variants = [v + piece for v in variants]
-    return variants
-
-
-def _symbols_where(symbols: Iterable[str]) -> str:
-    """SQL predicate: any symbol_refs entry matches any of ``symbols`` (already charset-validated)."""
-    alternatives = "|".join(symbol_pattern(s) for s in symbols)
-    return f"regexp_like(array_to_string(symbol_refs, ' '), '(?i)(^| )({alternatives})( |$)')"
-
-
-@functools.lru_cache(maxsize=1024)
-def _symbol_regex(symbol: str) -> re.Pattern[str]:
-    """``symbol_pattern`` compiled once per symbol: it is matched against every hit's refs."""
-    return re.compile(symbol_pattern(symbol), re.IGNORECASE)
-
-
-def _matched_refs(symbol_refs: list[str], symbols: list[str]) -> list[str]:
-    patterns = [_symbol_regex(s) for s in symbols]
-    return [ref for ref in symbol_refs if any(p.fullmatch(ref) for p in patterns)]
-
-
-def definition_strength(text: str, ref: str) -> int:
-    """2 where a line defines ``ref`` (register header, register field bullet, #define, card address,
-    prototype, Kconfig heading, or the chunk's own section named after it, as a Kconfig option chunk's
-    path ends in the option), 1 where a line starts with it (table row), 0 for a passing mention."""
-    strong, weak = _definition_regexes(ref)
-    if strong.search(text):
-        return 2
-    return 1 if weak.search(text) else 0
-
-
-@functools.lru_cache(maxsize=4096)
-def _definition_regexes(ref: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """The defining-line alternatives as one regex, and the table-row one, compiled once per ref:
-    every symbol hit is tested for every ref it matched."""
-    name = re.escape(ref)
-    strong = (
-        rf"^\s*Register\s+{name}\b",
-        rf"^\s*#define\s+{name}\b",
-        rf"^\s*{name}\s*(?:\([^)]*\))?\s*=",
-        rf"^\s*#+\s*{name}\s*$",
-        rf"\A(?:[^\n]* > )?{name}[ \t]*$",
-        rf"^\s*-\s+{name}\s+\[\d",
-        rf"^\s*(?:[\w*]+\s+){{1,4}}\**{name}\s*\([^()]*\)\s*;?\s*$",
-    )
-    flags = re.IGNORECASE | re.MULTILINE
-    weak = rf"^\s*(?:[-*]\s+)?{name}\b"
-    return re.compile("|".join(f"(?:{p})" for p in strong), flags), re.compile(weak, flags)
-
-
-def _definition_rank(row: dict[str, Any], symbols: list[str]) -> tuple[int, int, int, int]:
-    """Sort key for symbol hits: the defining passage, then exact name, primary symbol, specificity."""
-    matched = _matched_refs(row["symbol_refs"], symbols)
-    wanted = {s.lower() for s in symbols}
-    exact = any(ref.lower() in wanted for ref in matched)
-    strength = max((definition_strength(row["text"], ref) for ref in matched), default=0)
-    primary = bool(row["symbol_refs"]) and row["symbol_refs"][0] in matched
-    return (-strength, not exact, not primary, len(row["symbol_refs"]))
-
-
-def revision_scope(row_revisions: list[str], row_chips: list[str]) -> str | None:
-    """A sentence on which silicon revisions a passage holds for (None without a revision axis)."""
-    if not row_revisions:
-        return None
-    published = list(dict.fromkeys(r for c in row_chips if c in chips() for r in chips()[c].revisions))
-    if all(r in row_revisions for r in published):
-        return f"all published revisions ({', '.join(published)})"
-    others = [r for r in published if r not in row_revisions]
-    only = ", ".join(row_revisions)
-    return (
-        f"ONLY revision {only} — not documented this way for {', '.join(others)}; check your chip's revision"
-    )
-
-
-def docs_url(row: dict[str, Any], chip: str | None) -> str | None:
-    """Public ESP-IDF docs page for an idf row, for the chip asked about when the row covers it."""
-    if row["doc_type"] != "idf" or not row["chips"]:
-        return None
-    target = chip if chip in row["chips"] else row["chips"][0]
-    return IDF_DOCS_URL.format(chip=target, path=row["file_path"])
-
-
-# fmt: off
-STOPWORDS = frozenset((
-    "the", "and", "for", "how", "what", "which", "where", "does", "with", "from", "that", "this",
-    "into", "are", "can", "its", "use", "set", "get", "there", "when", "who", "why", "will",
-    "about", "register", "address",
-))
-# fmt: on
-
-
-def query_terms(query: str) -> list[str]:
-    """Content words of a query, used to place the excerpt window of a long chunk."""
-    return [w for w in dict.fromkeys(re.findall(r"[a-z0-9_]{3,}", query.lower())) if w not in STOPWORDS]
-
-
-def excerpt(
-    text: str, focus: list[str], budget: int = RESULT_TEXT_CHARS, terms: list[str] | None = None
-) -> tuple[str, bool]:
-    """Shorten ``text`` to ``budget`` characters, keeping the heading line and the part that matters:
-    the first line naming a focus symbol, else the line-aligned window holding most query terms."""
-    if len(text) <= budget:
-        return text, False
-    heading = text.split("\n", 1)[0]
-    room = max(budget - len(heading) - 4, 200)
-    lowered = text.lower()
-    positions = [p for p in (lowered.find(s.lower()) for s in focus) if p >= 0]
-    if positions:
-        start = text.rfind("\n", 0, min(positions)) + 1
-    else:
-        starts = [0] + [m.end() for m in re.finditer("\n", text)]
-        start = max(starts, key=lambda p: (sum(t in lowered[p : p + room] for t in terms or ()), -p))
-    if start + room <= budget:
-        return text[:budget].rstrip() + " …", True
-    return f"{heading}\n…\n{text[start : start + room].rstrip()} …", True
-
-
 @dataclass
 class StoreIndex:
     """Per-row metadata read once at start-up: coverage for list_chips and the known file paths."""
@@ -342,14 +163,6 @@ def open_engine(db_uri: str, *, demo_note: str | None = None) -> SearchEngine:
     return SearchEngine(table, get_embedder(store_model_id(table)), demo_note=demo_note)
 
 
-def _candidates(builder: Any, where: str | None, score_column: str) -> list[dict[str, Any]]:
-    """The candidate pool of one retriever within validated filters, with its score column."""
-    builder = builder.select([*RESULT_COLUMNS, score_column]).with_row_id(True).limit(CANDIDATE_POOL)
-    if where:
-        builder = builder.where(where, prefilter=True)
-    return builder.to_arrow().to_pylist()
-
-
 class SearchEngine:
     """Hybrid retrieval over one opened LanceDB table; model and table are loaded once."""
 
@@ -366,6 +179,7 @@ class SearchEngine:
         self.demo_note = demo_note
         self.result_chars = result_chars  # the eval raises it to measure what shortening costs
         self.index = StoreIndex.build(table)
+        self.retrievers = Retrievers(table)
 
     # -- search -------------------------------------------------------------------------------
 
@@ -387,18 +201,7 @@ class SearchEngine:
             raise SearchInputError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
         where = filters.where()
         symbols = query_symbols(query) if mode == "hybrid" else []
-
-        if mode == "fts":
-            ranked = self._fts_only(query, where)
-        elif mode == "vector":
-            ranked = self._vector_only(query, where)
-        else:
-            ranked = self._hybrid(query, where)
-        if symbols:
-            ranked = self._fuse_symbols(ranked, self._symbol_hits(symbols, where))
-        if mode == "hybrid" and REGISTER_INTENT.search(query):
-            ranked = _fuse_register_definitions(ranked)
-
+        ranked = self.rank(query, where, mode)
         terms = query_terms(query)
         results = [self._result(row, filters.chip, symbols, terms) for row in ranked[:k]]
         payload = {
@@ -430,102 +233,30 @@ class SearchEngine:
             "narrow with chip/doc_type/revision, or read around a hit with esp32_docs_read"
         )
 
-    def _hybrid(self, query: str, where: str | None) -> list[dict[str, Any]]:
-        builder = (
-            self.table.search(query_type="hybrid", fts_columns="text")
-            .vector(self.embedder.embed_query(query))
-            .text(query)
-            .distance_type("cosine")
-            .rerank(RRFReranker(K=RRF_K, return_score="all"))
-            .select(RESULT_COLUMNS)
-            .with_row_id(True)
-            .limit(CANDIDATE_POOL)
+    def rank(self, query: str, where: str | None, mode: str = "hybrid") -> list[dict[str, Any]]:
+        """Every candidate within ``where``, best first: one retriever alone, or all of them fused."""
+        if mode == "fts":
+            return self._scored(self.retrievers.fts(query, where), "fts", "_score", lambda s: s)
+        vector = self.retrievers.vector(self.embedder.embed_query(query), where)
+        if mode == "vector":
+            return self._scored(vector, "vector", "_distance", lambda d: 1.0 - d)
+        ranked = fusion.reciprocal_rank_fusion(
+            [("vector", vector, 1.0), ("fts", self.retrievers.fts(query, where), 1.0)]
         )
-        if where:
-            builder = builder.where(where, prefilter=True)
-        rows = builder.to_arrow().to_pylist()
+        symbols = query_symbols(query)
+        if symbols:
+            ranked = fusion.fuse_symbols(ranked, self.retrievers.symbol_hits(symbols, where), CANDIDATE_POOL)
+        if fusion.REGISTER_INTENT.search(query):
+            ranked = fusion.fuse_register_definitions(ranked)
+        return ranked
+
+    @staticmethod
+    def _scored(rows: list[dict[str, Any]], name: str, column: str, score: Any) -> list[dict[str, Any]]:
+        """A single retriever's list as results: its own score, and its name as the only match."""
         for row in rows:
-            row["matched_by"] = [
-                name for name, col in (("vector", "_distance"), ("fts", "_score")) if row.get(col) is not None
-            ]
-            row["score"] = float(row["_relevance_score"])
+            row["matched_by"] = [name]
+            row["score"] = float(score(row[column]))
         return rows
-
-    def _vector_only(self, query: str, where: str | None) -> list[dict[str, Any]]:
-        builder = self.table.search(self.embedder.embed_query(query), query_type="vector").distance_type(
-            "cosine"
-        )
-        rows = _candidates(builder, where, "_distance")
-        for row in rows:
-            row["matched_by"] = ["vector"]
-            row["score"] = 1.0 - float(row["_distance"])
-        return rows
-
-    def _fts_only(self, query: str, where: str | None) -> list[dict[str, Any]]:
-        rows = _candidates(self.table.search(query, query_type="fts", fts_columns="text"), where, "_score")
-        for row in rows:
-            row["matched_by"] = ["fts"]
-            row["score"] = float(row["_score"])
-        return rows
-
-    def _symbol_rows(self, symbols: list[str], where: str | None, limit: int) -> list[dict[str, Any]]:
-        """Rows with a symbol_refs entry matching any of ``symbols`` (charset-validated identifiers).
-
-        Exact and parameterised names go through the symbol_refs FTS index (one OR query of every
-        stored spelling); only ``*`` patterns need a regex scan. Each row is re-checked against the
-        pattern, so a token that merely shares the index's spelling never counts as a hit.
-        """
-        rows: dict[int, dict[str, Any]] = {}
-        exact = [s for s in symbols if "*" not in s]
-        wildcards = [s for s in symbols if "*" in s]
-        if exact:
-            tokens = " ".join(dict.fromkeys(v for s in exact for v in symbol_variants(s)))
-            builder = (
-                self.table.search(tokens, query_type="fts", fts_columns=SYMBOL_FTS_COLUMN)
-                .select([*RESULT_COLUMNS, "_score"])
-                .with_row_id(True)
-                .limit(limit)
-            )
-            if where:
-                builder = builder.where(where, prefilter=True)
-            rows.update((row["_rowid"], row) for row in builder.to_arrow().to_pylist())
-        if wildcards:
-            predicate = _symbols_where(wildcards) + (f" AND {where}" if where else "")
-            scan = self.table.search().where(predicate).select(RESULT_COLUMNS).with_row_id(True).limit(limit)
-            rows.update((row["_rowid"], row) for row in scan.to_arrow().to_pylist())
-        return [row for row in rows.values() if _matched_refs(row["symbol_refs"], symbols)]
-
-    def _symbol_hits(
-        self, symbols: list[str], where: str | None
-    ) -> list[tuple[tuple[int, int, int, int], dict[str, Any]]]:
-        """Rows whose symbol_refs match with their definition rank, definitions first (no embedding)."""
-        hits = [
-            (_definition_rank(row, symbols), row) for row in self._symbol_rows(symbols, where, SYMBOL_POOL)
-        ]
-        hits.sort(key=lambda hit: (hit[0], hit[1]["file_path"], hit[1]["chunk_index"]))
-        return hits
-
-    def _fuse_symbols(
-        self, ranked: list[dict[str, Any]], hits: list[tuple[tuple[int, int, int, int], dict[str, Any]]]
-    ) -> list[dict[str, Any]]:
-        """Add the symbol retriever's reciprocal-rank contribution to the vector + full-text fusion.
-
-        Hits where a line defines the symbol are ranked by tier with a small constant, so they lead;
-        hits that only list or mention it (a module name like LCD_CAM in a question, a clock table
-        row) count like any other retriever's list, so they never outrank what the question is about.
-        """
-        by_id = {row["_rowid"]: row for row in ranked}
-        pool = hits[:CANDIDATE_POOL]
-        tiers = sorted({rank[:2] for rank, _ in pool if rank[0] == -2})
-        for position, (rank, hit) in enumerate(pool, 1):
-            if rank[0] == -2:
-                contribution = 1.0 / (SYMBOL_RRF_K + tiers.index(rank[:2]) + 1)
-            else:
-                contribution = 1.0 / (RRF_K + position)
-            row = by_id.setdefault(hit["_rowid"], {**hit, "matched_by": [], "score": 0.0})
-            row["score"] += contribution
-            row["matched_by"].append("symbol")
-        return sorted(by_id.values(), key=lambda row: -row["score"])
 
     # -- find_symbol ----------------------------------------------------------------------------
 
@@ -536,20 +267,20 @@ class SearchEngine:
         symbol = validate_symbol(symbol)
         filters = validate_filters(chip, doc_type, None)
         k = validate_k(k)
-        rows = self._symbol_rows([symbol], filters.where(), SYMBOL_COUNT_CAP)
+        rows = self.retrievers.symbols([symbol], filters.where(), SYMBOL_COUNT_CAP)
         per_corpus: dict[str, list[dict[str, Any]]] = {
             doc: [] for doc in ([filters.doc_type] if filters.doc_type else DOC_TYPES)
         }
         for row in rows:
             per_corpus[row["doc_type"]].append(row)
         for hits in per_corpus.values():
-            hits.sort(key=lambda row: (_definition_rank(row, [symbol]), row["file_path"], row["chunk_index"]))
+            hits.sort(key=lambda row: (definition_rank(row, [symbol]), row["file_path"], row["chunk_index"]))
         totals = {doc: len(hits) for doc, hits in per_corpus.items()}
-        interleaved = _round_robin(list(per_corpus.values()))[:k]
+        interleaved = round_robin(list(per_corpus.values()))[:k]
         results = []
         for row in interleaved:
             result = self._result({**row, "matched_by": ["symbol"], "score": None}, filters.chip, [symbol])
-            result["matched_symbols"] = _matched_refs(row["symbol_refs"], [symbol])
+            result["matched_symbols"] = matched_refs(row["symbol_refs"], [symbol])
             results.append(result)
         total = sum(totals.values())
         payload = {
@@ -570,7 +301,7 @@ class SearchEngine:
         scope = f" within {filters.as_dict()}" if filters.as_dict() else ""
         message = f"no chunk names the symbol {symbol!r}{scope}"
         if filters.as_dict():
-            anywhere = len(self._symbol_rows([symbol], None, SYMBOL_COUNT_CAP))
+            anywhere = len(self.retrievers.symbols([symbol], None, SYMBOL_COUNT_CAP))
             if anywhere:
                 message += f"; {anywhere} chunk(s) name it without those filters"
         return message + "; try a wildcard (e.g. UART_*_REG) or esp32_docs_search for free text"
@@ -636,7 +367,7 @@ class SearchEngine:
             ]
         else:
             window = [r for r in rows if chunk_index - before <= r["chunk_index"] <= chunk_index + after]
-        picked, truncated = _within_budget(window, anchor, max_chars)
+        picked, truncated = within_budget(window, anchor, max_chars)
         first, last_picked = picked[0]["chunk_index"], picked[-1]["chunk_index"]
         return self._envelope(
             {
@@ -706,74 +437,12 @@ class SearchEngine:
     def _result(
         self, row: dict[str, Any], chip: str | None, focus: list[str], terms: list[str] | None = None
     ) -> dict[str, Any]:
-        text, truncated = excerpt(row["text"], focus, self.result_chars, terms)
-        return {
-            "text": text,
-            "text_truncated": truncated,
-            "doc_type": row["doc_type"],
-            "chips": row["chips"],
-            "revisions": row["revisions"],
-            "revision_scope": revision_scope(row["revisions"], row["chips"]),
-            "source_doc": row["source_doc"],
-            "section_path": row["section_path"],
-            "file_path": row["file_path"],
-            "chunk_index": row["chunk_index"],
-            "source_version": row["source_version"],
-            "source_commit": row["source_commit"],
-            "score": None if row["score"] is None else round(row["score"], 5),
-            "matched_by": row["matched_by"],
-            "symbol_refs": row["symbol_refs"][:24],
-            "url": docs_url(row, chip),
-        }
+        return format_result(row, chip, focus, terms, self.result_chars)
 
     def _envelope(self, payload: dict[str, Any]) -> dict[str, Any]:
         if self.demo_note:
             payload["corpus_note"] = self.demo_note
         return payload
-
-
-def _fuse_register_definitions(ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One more reciprocal-rank vote, for passages that define registers, in their fused order.
-
-    Used when the question asks for a register, address, offset, bit or field: it lifts the register
-    block above the functional description that talks about the same peripheral (on the dev queries'
-    TRM cases hit@1 rose from 0.34 to 0.53), keeping the fused order among register blocks.
-    """
-    defining = [row for row in ranked if REGISTER_DEFINITION.search(row["text"])]
-    for position, row in enumerate(defining, 1):
-        row["score"] += 1.0 / (RRF_K + position)
-    return sorted(ranked, key=lambda row: -row["score"])
-
-
-def _round_robin(groups: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Take one from each corpus in turn, so no corpus crowds the others out."""
-    out: list[dict[str, Any]] = []
-    for i in range(max((len(g) for g in groups), default=0)):
-        out.extend(g[i] for g in groups if i < len(g))
-    return out
-
-
-def _within_budget(
-    window: list[dict[str, Any]], anchor: dict[str, Any], max_chars: int
-) -> tuple[list[dict[str, Any]], bool]:
-    """Grow outward from the anchor chunk, alternating after/before, until the budget is spent."""
-    position = window.index(anchor)
-    picked = [anchor]
-    used = len(anchor["text"])
-    lo, hi = position - 1, position + 1
-    while lo >= 0 or hi < len(window):
-        for side in ("after", "before"):
-            if side == "after" and hi < len(window):
-                candidate, hi = window[hi], hi + 1
-            elif side == "before" and lo >= 0:
-                candidate, lo = window[lo], lo - 1
-            else:
-                continue
-            if used + len(candidate["text"]) > max_chars:
-                return sorted(picked, key=lambda r: r["chunk_index"]), True
-            picked.append(candidate)
-            used += len(candidate["text"])
-    return sorted(picked, key=lambda r: r["chunk_index"]), False
 
 
 def _sql_quote(value: str) -> str:

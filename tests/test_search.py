@@ -9,16 +9,9 @@ import pytest
 
 import embed_and_store
 from embedder import get_embedder
-from search import (
-    MAX_K,
-    SearchEngine,
-    SearchInputError,
-    excerpt,
-    open_engine,
-    query_symbols,
-    revision_scope,
-    symbol_pattern,
-)
+from results import excerpt, revision_scope
+from retrievers import definition_strength, query_symbols, symbol_pattern
+from search import MAX_K, SearchEngine, SearchInputError, open_engine
 
 FIXTURES = Path(__file__).parent / "fixtures" / "search"
 DOC_TYPES_BUILT = ("trm", "idf", "src")
@@ -294,8 +287,6 @@ def test_register_question_prefers_the_register_block_over_prose(engine: SearchE
 
 
 def test_a_chunk_whose_own_section_is_the_symbol_defines_it() -> None:
-    from search import definition_strength
-
     option = "Configuration Options > FreeRTOS > CONFIG_FREERTOS_UNICORE\n\nRun FreeRTOS only on first core"
     mention = "FreeRTOS Overview > Configuration\n\nEnable CONFIG_FREERTOS_UNICORE to run on one core"
     assert definition_strength(option, "CONFIG_FREERTOS_UNICORE") == 2

@@ -1,0 +1,128 @@
+"""What an agent receives: a result per passage, shortened to fit its context, with provenance.
+
+Each result says which chips and silicon revisions it holds for (``revision_scope`` in words, so an
+agent cannot miss an "ONLY v1.3" passage), where it came from (file, section, upstream commit) and,
+for ESP-IDF pages, the public docs URL for the chip asked about.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from chip_vocab import chips
+
+RESULT_TEXT_CHARS = 2400
+IDF_DOCS_URL = "https://docs.espressif.com/projects/esp-idf/en/latest/{chip}/{path}.html"
+
+# fmt: off
+STOPWORDS = frozenset((
+    "the", "and", "for", "how", "what", "which", "where", "does", "with", "from", "that", "this",
+    "into", "are", "can", "its", "use", "set", "get", "there", "when", "who", "why", "will",
+    "about", "register", "address",
+))
+# fmt: on
+
+
+def query_terms(query: str) -> list[str]:
+    """Content words of a query, used to place the excerpt window of a long chunk."""
+    return [w for w in dict.fromkeys(re.findall(r"[a-z0-9_]{3,}", query.lower())) if w not in STOPWORDS]
+
+
+def excerpt(
+    text: str, focus: list[str], budget: int = RESULT_TEXT_CHARS, terms: list[str] | None = None
+) -> tuple[str, bool]:
+    """Shorten ``text`` to ``budget`` characters, keeping the heading line and the part that matters:
+    the first line naming a focus symbol, else the line-aligned window holding most query terms."""
+    if len(text) <= budget:
+        return text, False
+    heading = text.split("\n", 1)[0]
+    room = max(budget - len(heading) - 4, 200)
+    lowered = text.lower()
+    positions = [p for p in (lowered.find(s.lower()) for s in focus) if p >= 0]
+    if positions:
+        start = text.rfind("\n", 0, min(positions)) + 1
+    else:
+        starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        start = max(starts, key=lambda p: (sum(t in lowered[p : p + room] for t in terms or ()), -p))
+    if start + room <= budget:
+        return text[:budget].rstrip() + " …", True
+    return f"{heading}\n…\n{text[start : start + room].rstrip()} …", True
+
+
+def revision_scope(row_revisions: list[str], row_chips: list[str]) -> str | None:
+    """A sentence on which silicon revisions a passage holds for (None without a revision axis)."""
+    if not row_revisions:
+        return None
+    published = list(dict.fromkeys(r for c in row_chips if c in chips() for r in chips()[c].revisions))
+    if all(r in row_revisions for r in published):
+        return f"all published revisions ({', '.join(published)})"
+    others = [r for r in published if r not in row_revisions]
+    only = ", ".join(row_revisions)
+    return (
+        f"ONLY revision {only} — not documented this way for {', '.join(others)}; check your chip's revision"
+    )
+
+
+def docs_url(row: dict[str, Any], chip: str | None) -> str | None:
+    """Public ESP-IDF docs page for an idf row, for the chip asked about when the row covers it."""
+    if row["doc_type"] != "idf" or not row["chips"]:
+        return None
+    target = chip if chip in row["chips"] else row["chips"][0]
+    return IDF_DOCS_URL.format(chip=target, path=row["file_path"])
+
+
+def format_result(
+    row: dict[str, Any], chip: str | None, focus: list[str], terms: list[str] | None, budget: int
+) -> dict[str, Any]:
+    """One passage as the agent sees it: the excerpt plus every provenance field."""
+    text, truncated = excerpt(row["text"], focus, budget, terms)
+    return {
+        "text": text,
+        "text_truncated": truncated,
+        "doc_type": row["doc_type"],
+        "chips": row["chips"],
+        "revisions": row["revisions"],
+        "revision_scope": revision_scope(row["revisions"], row["chips"]),
+        "source_doc": row["source_doc"],
+        "section_path": row["section_path"],
+        "file_path": row["file_path"],
+        "chunk_index": row["chunk_index"],
+        "source_version": row["source_version"],
+        "source_commit": row["source_commit"],
+        "score": None if row["score"] is None else round(row["score"], 5),
+        "matched_by": row["matched_by"],
+        "symbol_refs": row["symbol_refs"][:24],
+        "url": docs_url(row, chip),
+    }
+
+
+def round_robin(groups: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Take one from each corpus in turn, so no corpus crowds the others out."""
+    out: list[dict[str, Any]] = []
+    for i in range(max((len(g) for g in groups), default=0)):
+        out.extend(g[i] for g in groups if i < len(g))
+    return out
+
+
+def within_budget(
+    window: list[dict[str, Any]], anchor: dict[str, Any], max_chars: int
+) -> tuple[list[dict[str, Any]], bool]:
+    """Grow outward from the anchor chunk, alternating after/before, until the budget is spent."""
+    position = window.index(anchor)
+    picked = [anchor]
+    used = len(anchor["text"])
+    lo, hi = position - 1, position + 1
+    while lo >= 0 or hi < len(window):
+        for side in ("after", "before"):
+            if side == "after" and hi < len(window):
+                candidate, hi = window[hi], hi + 1
+            elif side == "before" and lo >= 0:
+                candidate, lo = window[lo], lo - 1
+            else:
+                continue
+            if used + len(candidate["text"]) > max_chars:
+                return sorted(picked, key=lambda r: r["chunk_index"]), True
+            picked.append(candidate)
+            used += len(candidate["text"])
+    return sorted(picked, key=lambda r: r["chunk_index"]), False

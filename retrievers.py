@@ -1,0 +1,203 @@
+"""The retrievers behind search: dense vector, full-text (BM25) and exact symbol match.
+
+Each one returns its own ranked candidate list within a validated filter; ``fusion.py`` decides how
+the lists combine. Dense vectors miss exact identifiers and BM25 misses paraphrase, which is why
+there are several. The symbol helpers here also rank a symbol's hits by how strongly each passage
+*defines* it (a register block or ``#define`` before a table row or a passing mention).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+# LanceDB logs a deprecation warning on stderr for every sub-query that projects a score column;
+# read before lancedb loads, so set it first.
+os.environ.setdefault("LANCEDB_LOG", "error")
+
+from schema import CHUNK_FIELDS
+
+CANDIDATE_POOL = 40
+SYMBOL_POOL = 200
+# embed_and_store's whitespace-tokenised, lower-cased FTS index over symbol_refs: exact identifiers in
+# a few milliseconds, where a regex scan of every row's symbols takes ~100 ms on the full store.
+SYMBOL_FTS_COLUMN = "symbol_refs"
+TEXT_FTS_COLUMN = "text"
+MAX_PLACEHOLDER_RUNS = 3
+# Placeholders the manuals use for a register's index: AES_KEY_n_REG, DMA_CHx_..., so the digits
+# of a concrete name (AES_KEY_3_REG) also match them.
+INDEX_PLACEHOLDERS = ("n", "x", "m")
+QUERY_TOKEN = re.compile(r"[A-Za-z0-9_*]+")
+
+# Every chunk field an agent's result carries; refs to other docs/files and the hash stay in the store.
+RESULT_COLUMNS = [f for f in CHUNK_FIELDS if f not in ("doc_refs", "file_refs", "content_hash")]
+
+
+# -- identifiers in a query ---------------------------------------------------------------------
+
+
+def looks_like_identifier(token: str) -> bool:
+    """Tokens an agent means as a symbol: snake/SCREAMING case, camelCase, or a wildcard pattern."""
+    core = token.strip("*")
+    if len(core) < 3 or core.isdigit() or ("*" in token and len(token.replace("*", "")) < 4):
+        return False
+    return "_" in core or "*" in token or bool(re.search(r"[a-z][A-Z]", core))
+
+
+def query_symbols(query: str) -> list[str]:
+    """The identifier-like tokens of a free-text query, in order, without duplicates."""
+    found = [t for t in QUERY_TOKEN.findall(query) if looks_like_identifier(t)]
+    return list(dict.fromkeys(t.strip("_") if t.strip("_") else t for t in found))[:8]
+
+
+def symbol_pattern(symbol: str) -> str:
+    """Regex (lower case, identifier chars only) matching one symbol_refs entry for ``symbol``.
+
+    ``*`` matches any identifier characters; every run of digits also matches the manuals' index
+    placeholders, so AES_KEY_3_REG finds AES_KEY_n_REG.
+    """
+    parts = []
+    for piece in re.split(r"(\d+|\*)", symbol.lower()):
+        if not piece:
+            continue
+        if piece == "*":
+            parts.append("[a-z0-9_]*")
+        elif piece.isdigit():
+            parts.append("(?:" + "|".join((piece, *INDEX_PLACEHOLDERS)) + ")")
+        else:
+            parts.append(re.escape(piece))
+    return "".join(parts)
+
+
+def symbol_variants(symbol: str) -> list[str]:
+    """Lower-case exact tokens ``symbol`` may be stored as: itself, and each digit run as a placeholder."""
+    pieces = re.split(r"(\d+)", symbol.lower())
+    variants = [""]
+    runs = 0
+    for piece in pieces:
+        if piece.isdigit() and runs < MAX_PLACEHOLDER_RUNS:
+            runs += 1
+            variants = [v + option for v in variants for option in (piece, *INDEX_PLACEHOLDERS)]
+        else:
+            variants = [v + piece for v in variants]
+    return variants
+
+
+def _symbols_where(symbols: Iterable[str]) -> str:
+    """SQL predicate: any symbol_refs entry matches any of ``symbols`` (already charset-validated)."""
+    alternatives = "|".join(symbol_pattern(s) for s in symbols)
+    return f"regexp_like(array_to_string(symbol_refs, ' '), '(?i)(^| )({alternatives})( |$)')"
+
+
+@functools.lru_cache(maxsize=1024)
+def _symbol_regex(symbol: str) -> re.Pattern[str]:
+    """``symbol_pattern`` compiled once per symbol: it is matched against every hit's refs."""
+    return re.compile(symbol_pattern(symbol), re.IGNORECASE)
+
+
+def matched_refs(symbol_refs: list[str], symbols: list[str]) -> list[str]:
+    patterns = [_symbol_regex(s) for s in symbols]
+    return [ref for ref in symbol_refs if any(p.fullmatch(ref) for p in patterns)]
+
+
+# -- how strongly a passage defines a symbol ----------------------------------------------------
+
+
+def definition_strength(text: str, ref: str) -> int:
+    """2 where a line defines ``ref`` (register header, register field bullet, #define, card address,
+    prototype, Kconfig heading, or the chunk's own section named after it, as a Kconfig option chunk's
+    path ends in the option), 1 where a line starts with it (table row), 0 for a passing mention."""
+    strong, weak = _definition_regexes(ref)
+    if strong.search(text):
+        return 2
+    return 1 if weak.search(text) else 0
+
+
+@functools.lru_cache(maxsize=4096)
+def _definition_regexes(ref: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The defining-line alternatives as one regex, and the table-row one, compiled once per ref:
+    every symbol hit is tested for every ref it matched."""
+    name = re.escape(ref)
+    strong = (
+        rf"^\s*Register\s+{name}\b",
+        rf"^\s*#define\s+{name}\b",
+        rf"^\s*{name}\s*(?:\([^)]*\))?\s*=",
+        rf"^\s*#+\s*{name}\s*$",
+        rf"\A(?:[^\n]* > )?{name}[ \t]*$",
+        rf"^\s*-\s+{name}\s+\[\d",
+        rf"^\s*(?:[\w*]+\s+){{1,4}}\**{name}\s*\([^()]*\)\s*;?\s*$",
+    )
+    flags = re.IGNORECASE | re.MULTILINE
+    weak = rf"^\s*(?:[-*]\s+)?{name}\b"
+    return re.compile("|".join(f"(?:{p})" for p in strong), flags), re.compile(weak, flags)
+
+
+def definition_rank(row: dict[str, Any], symbols: list[str]) -> tuple[int, int, int, int]:
+    """Sort key for symbol hits: the defining passage, then exact name, primary symbol, specificity."""
+    matched = matched_refs(row["symbol_refs"], symbols)
+    wanted = {s.lower() for s in symbols}
+    exact = any(ref.lower() in wanted for ref in matched)
+    strength = max((definition_strength(row["text"], ref) for ref in matched), default=0)
+    primary = bool(row["symbol_refs"]) and row["symbol_refs"][0] in matched
+    return (-strength, not exact, not primary, len(row["symbol_refs"]))
+
+
+# -- the retrievers -----------------------------------------------------------------------------
+
+
+def _run(builder: Any, where: str | None, score_column: str, limit: int) -> list[dict[str, Any]]:
+    """One retriever's candidates within the validated filter, with its score column."""
+    builder = builder.select([*RESULT_COLUMNS, score_column]).with_row_id(True).limit(limit)
+    if where:
+        builder = builder.where(where, prefilter=True)
+    return builder.to_arrow().to_pylist()
+
+
+class Retrievers:
+    """The three candidate generators over one opened LanceDB table."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def vector(
+        self, query_vector: Any, where: str | None, limit: int = CANDIDATE_POOL
+    ) -> list[dict[str, Any]]:
+        """Nearest chunks by cosine distance of the query embedding (flat scan, filter applied first)."""
+        builder = self.table.search(query_vector, query_type="vector").distance_type("cosine")
+        return _run(builder, where, "_distance", limit)
+
+    def fts(self, query: str, where: str | None, limit: int = CANDIDATE_POOL) -> list[dict[str, Any]]:
+        """BM25 over the chunk text (English stemming)."""
+        builder = self.table.search(query, query_type="fts", fts_columns=TEXT_FTS_COLUMN)
+        return _run(builder, where, "_score", limit)
+
+    def symbols(self, symbols: list[str], where: str | None, limit: int) -> list[dict[str, Any]]:
+        """Rows with a symbol_refs entry matching any of ``symbols`` (charset-validated identifiers).
+
+        Exact and parameterised names go through the symbol_refs FTS index (one OR query of every
+        stored spelling); only ``*`` patterns need a regex scan. Each row is re-checked against the
+        pattern, so a token that merely shares the index's spelling never counts as a hit.
+        """
+        rows: dict[int, dict[str, Any]] = {}
+        exact = [s for s in symbols if "*" not in s]
+        wildcards = [s for s in symbols if "*" in s]
+        if exact:
+            tokens = " ".join(dict.fromkeys(v for s in exact for v in symbol_variants(s)))
+            builder = self.table.search(tokens, query_type="fts", fts_columns=SYMBOL_FTS_COLUMN)
+            rows.update((row["_rowid"], row) for row in _run(builder, where, "_score", limit))
+        if wildcards:
+            predicate = _symbols_where(wildcards) + (f" AND {where}" if where else "")
+            scan = self.table.search().where(predicate).select(RESULT_COLUMNS).with_row_id(True).limit(limit)
+            rows.update((row["_rowid"], row) for row in scan.to_arrow().to_pylist())
+        return [row for row in rows.values() if matched_refs(row["symbol_refs"], symbols)]
+
+    def symbol_hits(
+        self, symbols: list[str], where: str | None, limit: int = SYMBOL_POOL
+    ) -> list[tuple[tuple[int, int, int, int], dict[str, Any]]]:
+        """Rows whose symbol_refs match, with their definition rank, definitions first (no embedding)."""
+        hits = [(definition_rank(row, symbols), row) for row in self.symbols(symbols, where, limit)]
+        hits.sort(key=lambda hit: (hit[0], hit[1]["file_path"], hit[1]["chunk_index"]))
+        return hits
