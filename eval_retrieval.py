@@ -1,11 +1,14 @@
 """Score retrieval on gold queries: hit@1/5/10 and MRR@10 per category, through the server's own search.
 
     uv run eval_retrieval.py ../shared/eval/dev_queries.jsonl [--db DIR] [--mode hybrid|vector|fts|all]
-                             [--doc-type trm] [--show-misses]
+                             [--doc-type trm] [--split tune|heldout] [--show-misses] [--explain]
 
 A case is answered at rank r when the r-th result's text (as the agent receives it) contains every
 ``must_contain`` string, case-insensitively, and one ``any_of`` string where any are given
 (../shared/eval/README.md). ``--mode all`` prints hybrid, vector-only and full-text-only side by side.
+``--explain`` is the error analysis: for every case not answered first, where the answer ranked in
+each retriever's own list (vector, full-text, symbol) and in the fusion, what outranked it, and which
+failure class that makes, with the share of misses per class.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,10 +25,17 @@ from tqdm import tqdm
 
 from chip_vocab import DOC_TYPES
 from embed_and_store import StoreError, resolve_db_uri
-from search import MODES, SearchEngine, SearchInputError, open_engine
+from retrievers import query_symbols
+from search import MODES, SearchEngine, SearchInputError, open_engine, validate_filters
 
 DEPTH = 10
 FILTER_KEYS = ("chip", "doc_type", "revision")
+SPLITS = ("tune", "heldout")
+# How deep --explain looks into each retriever's own list for the answer.
+EXPLAIN_POOL = 200
+# The dense leg embeds a chunk's first 256 tokens; past about this many characters of ESP text the
+# vector has not read the answer.
+DENSE_READ_CHARS = 900
 
 
 class CaseFileError(ValueError):
@@ -40,10 +50,12 @@ class Case:
     filters: dict[str, str]
     must_contain: tuple[str, ...]
     any_of: tuple[str, ...]
+    split: str | None = None
 
 
-def load_cases(path: Path, doc_type: str | None = None) -> list[Case]:
-    """Read gold cases; with ``doc_type``, keep those whose filter names that corpus."""
+def load_cases(path: Path, doc_type: str | None = None, split: str | None = None) -> list[Case]:
+    """Read gold cases; with ``doc_type``, keep those whose filter names that corpus; with ``split``,
+    those of that split (our own query file keeps a third aside as a held-out check)."""
     cases = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -57,12 +69,17 @@ def load_cases(path: Path, doc_type: str | None = None) -> list[Case]:
                 filters={k: v for k, v in (raw.get("filters") or {}).items() if k in FILTER_KEYS and v},
                 must_contain=tuple(raw.get("must_contain") or ()),
                 any_of=tuple(raw.get("any_of") or ()),
+                split=raw.get("split"),
             )
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise CaseFileError(f"{path}:{number}: not a gold case ({exc})") from exc
         if not case.must_contain and not case.any_of:
             raise CaseFileError(f"{path}:{number}: case {case.id} has neither must_contain nor any_of")
-        if doc_type is None or case.filters.get("doc_type") == doc_type:
+        if split and case.split not in SPLITS:
+            raise CaseFileError(
+                f"{path}:{number}: case {case.id} has split {case.split!r}, not one of {SPLITS}"
+            )
+        if (doc_type is None or case.filters.get("doc_type") == doc_type) and split in (None, case.split):
             cases.append(case)
     return cases
 
@@ -110,6 +127,93 @@ def by_category(outcome: dict[str, tuple[Case, int | None]]) -> dict[str, Scores
     return dict(sorted(groups.items(), key=lambda item: (item[0] == "OVERALL", item[0])))
 
 
+@dataclass
+class Diagnosis:
+    """Where one case's answer stood in each retriever's list and the fusion, and why it lost."""
+
+    case: Case
+    fused: int | None
+    legs: dict[str, int | None]
+    failure: str
+    above: list[str]
+
+    def lines(self) -> list[str]:
+        legs = "  ".join(f"{name} {rank or '-'}" for name, rank in self.legs.items())
+        head = f"{self.case.id} [{self.case.category}] fused {self.fused or '-'} | {legs} | {self.failure}"
+        return [
+            head,
+            f"    {self.case.query!r} {self.case.filters}",
+            *(f"    above: {a}" for a in self.above),
+        ]
+
+
+def _leg_rank(rows: list[dict[str, Any]], case: Case) -> int | None:
+    return next((rank for rank, row in enumerate(rows, 1) if answers(row["text"], case)), None)
+
+
+def _row_label(row: dict[str, Any]) -> str:
+    matched = ",".join(row.get("matched_by", ()))
+    return f"{row['file_path']}#{row['chunk_index']} [{matched}] {row['text'][:70]!r}"
+
+
+def failure_class(
+    case: Case, fused: list[dict[str, Any]], rank: int | None, legs: dict[str, int | None]
+) -> str:
+    """The issue's failure classes, decided from the evidence rather than from the category alone."""
+    answer = next((row for row in fused if answers(row["text"], case)), None)
+    if answer is None and not any(legs.values()):
+        return "not-retrieved"
+    if case.filters.get("doc_type") == "src" and not query_symbols(case.query):
+        return "capability"
+    lowered = answer["text"].lower() if answer else ""
+    depth = max((lowered.find(n.lower()) for n in case.must_contain), default=0)
+    if answer is not None and depth > DENSE_READ_CHARS:
+        return "deep-in-chunk"
+    above = fused[: (rank or DEPTH) - 1]
+    if answer is not None and any(
+        row["file_path"] == answer["file_path"]
+        or all(n.lower() in row["text"].lower() for n in case.must_contain[:1])
+        for row in above
+    ):
+        return "near-duplicate"
+    if case.category.startswith("trm-") and not query_symbols(case.query):
+        return "named-by-function"
+    return "outranked"
+
+
+def diagnose(engine: SearchEngine, case: Case) -> Diagnosis:
+    """Re-run one case retriever by retriever, deeper than the fusion looks."""
+    where = validate_filters(*(case.filters.get(key) for key in FILTER_KEYS)).where()
+    legs_rows = {
+        "vector": engine.retrievers.vector(engine.embedder.embed_query(case.query), where, EXPLAIN_POOL),
+        "fts": engine.retrievers.fts(case.query, where, EXPLAIN_POOL),
+    }
+    symbols = query_symbols(case.query)
+    if symbols:
+        legs_rows["symbol"] = [row for _, row in engine.retrievers.symbol_hits(symbols, where, EXPLAIN_POOL)]
+    legs = {name: _leg_rank(rows, case) for name, rows in legs_rows.items()}
+    fused = engine.rank(case.query, where)
+    rank = first_answer_rank(fused, case)
+    above = [_row_label(row) for row in fused[: min((rank or DEPTH) - 1, 3)]]
+    return Diagnosis(case, rank, legs, failure_class(case, fused, rank, legs), above)
+
+
+def explain(engine: SearchEngine, cases: list[Case]) -> str:
+    """The error analysis report: one block per case not answered first, then misses per class."""
+    diagnoses = [
+        diagnose(engine, case) for case in tqdm(cases, desc="explain", unit="query", file=sys.stderr)
+    ]
+    misses = [d for d in diagnoses if d.fused != 1]
+    lines = [line for d in misses for line in d.lines()]
+    classes = Counter(d.failure for d in misses)
+    at5 = Counter(d.failure for d in misses if d.fused is None or d.fused > 5)
+    lines.append(
+        f"not first: {len(misses)}/{len(cases)} — "
+        + ", ".join(f"{name} {count} ({at5[name]} beyond 5)" for name, count in classes.most_common())
+    )
+    return "\n".join(lines)
+
+
 def format_table(results: dict[str, dict[str, Scores]]) -> str:
     """One row per category; for each mode hit@1, hit@5, hit@10 and MRR@10."""
     modes = list(results)
@@ -133,7 +237,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--db", help="LanceDB URI (default $ESP32_DOCS_DB or ./esp_docs.lancedb)")
     parser.add_argument("--mode", choices=(*MODES, "all"), default="hybrid")
     parser.add_argument("--doc-type", choices=DOC_TYPES, help="only cases filtered to this corpus")
+    parser.add_argument("--split", choices=SPLITS, help="only cases of this split (own query files)")
     parser.add_argument("--show-misses", action="store_true", help="list cases not answered in the top 10")
+    parser.add_argument(
+        "--explain", action="store_true", help="error analysis of every case not answered first"
+    )
     parser.add_argument(
         "--full-text",
         action="store_true",
@@ -145,7 +253,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        cases = load_cases(args.queries, args.doc_type)
+        cases = load_cases(args.queries, args.doc_type, args.split)
     except (OSError, CaseFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -173,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: a case's filters are invalid: {exc}", file=sys.stderr)
         return 2
     print(format_table(results))
+    if args.explain:
+        print(explain(engine, cases))
     if args.show_misses:
         for mode in modes:
             print(f"\nmisses ({mode}):")
