@@ -664,6 +664,10 @@ class Register:
     fields: list[RegField] = field(default_factory=list)
     descriptions: dict[str, tuple[str, str]] = field(default_factory=dict)
     block: Block | None = None
+    # The chapter's register summary table says in words what the register is for ("Clock divider
+    # configuration"); the register block itself only names fields, so a question asked in words
+    # would otherwise find the summary table row instead of the block that answers it.
+    summary: str = ""
 
     @property
     def symbol_refs(self) -> list[str]:
@@ -683,6 +687,7 @@ class Register:
             head,
             f"Address: {self.address}",
             f"Reset value: 0x{reset:08X}" if reset is not None else "Reset value: see fields",
+            *([f"Summary: {self.summary}"] if self.summary else []),
             "Fields:",
         ]
         described: set[str] = set()
@@ -1105,11 +1110,50 @@ def build_tree(text: str, fallback_title: str) -> ChapterTree:
             if rows:
                 table_text = "\n".join(rows)
                 stack[-1][1].blocks.append(Block(table_text, symbol_refs=identifiers(table_text)))
+    summaries = register_summaries(root, registers)
     for register in registers:
         if register.block is not None:
+            register.summary = summaries.get(register.name, "")
             register.block.text = register.render()
             register.block.symbol_refs = register.symbol_refs
     return ChapterTree(title=root.title, root=root, registers=registers, warnings=warnings)
+
+
+_NOT_A_DESCRIPTION = re.compile(r"(?:0x[0-9A-Fa-f]|\d)[\w+*{} ]*|[A-Z/]{1,8}|varies|-+", re.IGNORECASE)
+
+
+def register_summaries(root: Section, registers: list[Register]) -> dict[str, str]:
+    """Register name -> its description in the chapter's summary table (``NAME | Description | ...``).
+
+    Summary tables differ in their later columns (one address column, one per instance, sizes), but
+    every one starts with the name and its description, so any table row whose first cell is one of
+    this chapter's registers and whose second cell is words gives that register's description. A
+    parameterised register (``LEDC_CHn_CONF0_REG``) is often listed per instance; its first listed
+    instance's words are used, saying which instance they were written for.
+    """
+    exact = {register.name for register in registers}
+    patterns = [
+        (re.compile(re.sub(r"[a-z]", r"\\d+", register.name)), register.name)
+        for register in registers
+        if register.param_note and re.fullmatch(r"[A-Z0-9_]*[a-z][A-Z0-9_a-z]*", register.name)
+    ]
+    found: dict[str, str] = {}
+    sections = [root]
+    while sections:
+        section = sections.pop()
+        sections.extend(section.children)
+        for block in section.blocks:
+            for line in block.text.splitlines():
+                cells = [cell.strip() for cell in line.split(" | ")]
+                if len(cells) < 3 or not cells[1] or _NOT_A_DESCRIPTION.fullmatch(cells[1]):
+                    continue
+                if cells[0] in exact:
+                    found.setdefault(cells[0], cells[1])
+                    continue
+                for pattern, name in patterns:
+                    if pattern.fullmatch(cells[0]):
+                        found.setdefault(name, f"{cells[1]} (as listed for {cells[0]})")
+    return found
 
 
 def _take_register(

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import latex_parser as lp
+from chunking import Block, Section
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trm"
 
@@ -356,3 +357,33 @@ def test_parameterised_register_lists_fields_under_their_parameterised_names() -
         descriptions={"DEMO_PAUSE_Un": ("R/W", "Pauses unit n.")},
     )
     assert "- DEMO_PAUSE_U1 [1] (R/W) reset 0x0: Pauses unit n." in per_index.render()
+
+
+def test_register_summaries_join_the_summary_table_words_to_each_register() -> None:
+    table = "\n".join(
+        (
+            "Name | Description | Address | Access",
+            "Configuration Registers",
+            "UART_CLKDIV_REG | Clock divider configuration | 0x0014 | R/W",
+            "LEDC_CH0_CONF0_REG | Configuration register 0 for channel 0 | 0x0000 | varies",
+            "LEDC_CH1_CONF0_REG | Configuration register 0 for channel 1 | 0x0014 | varies",
+            "UART_ID_REG | 0x0080 | 0x0080 | R/W",
+        )
+    )
+    root = Section("UART", children=[Section("Register Summary", blocks=[Block(table)])])
+    registers = [
+        lp.Register("UART_CLKDIV_REG", "", "0x0014"),
+        lp.Register("LEDC_CHn_CONF0_REG", "n: 0-7", "0x0000"),
+        lp.Register("UART_ID_REG", "", "0x0080"),
+    ]
+    assert lp.register_summaries(root, registers) == {
+        "UART_CLKDIV_REG": "Clock divider configuration",
+        "LEDC_CHn_CONF0_REG": "Configuration register 0 for channel 0 (as listed for LEDC_CH0_CONF0_REG)",
+    }, "an address in the description column is not a description"
+    registers[0].summary = "Clock divider configuration"
+    assert registers[0].render().splitlines()[:4] == [
+        "Register UART_CLKDIV_REG",
+        "Address: 0x0014",
+        "Reset value: see fields",
+        "Summary: Clock divider configuration",
+    ]
