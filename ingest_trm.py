@@ -34,6 +34,7 @@ from latex_parser import (
     read_group,
     strip_comments,
 )
+from lexicon import annotate_register_terms
 from provenance import source_provenance
 from schema import make_row, write_jsonl
 
@@ -216,6 +217,7 @@ def merge_manuals(editions: list[ChapterChunks]) -> list[MergedChunk]:
 @dataclass
 class IngestReport:
     rows: list[dict] = field(default_factory=list)
+    lexicon_size: int = 0
     chapters: int = 0
     parses: int = 0
     failures: list[str] = field(default_factory=list)
@@ -279,6 +281,7 @@ def ingest(trm_root: Path, manuals: list[Manual], progress: bool = True) -> Inge
                 )
                 indexes[item.file_path] += 1
     bar.close()
+    report.lexicon_size = len(annotate_register_terms(report.rows).words)
     return report
 
 
@@ -360,8 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"trm: {report.chapters} chapters ({report.parses} parses) -> {count} chunks, "
         f"{sum(report.registers_per_chip.values())} registers [{per_chip}], revisions [{mix}], "
-        f"{len(report.case_fixed)} case-fixed includes, {len(report.failures)} failures, "
-        f"{seconds:.1f}s -> {args.out_path}"
+        f"{len(report.case_fixed)} case-fixed includes, {report.lexicon_size} name abbreviations mined, "
+        f"{len(report.failures)} failures, {seconds:.1f}s -> {args.out_path}"
     )
     if report.failures:
         print(f"error: {len(report.failures)} chapter problems (listed above)", file=sys.stderr)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chip_vocab import chips, normalize_chip, validate_chip, validate_revision
+from lexicon import TERMS_PREFIX
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FIELD_LINE = re.compile(
@@ -69,6 +70,10 @@ def parse_register_block(text: str) -> dict[str, Any]:
             register["address"] = line.removeprefix("Address: ").strip()
         elif line.startswith("Reset value: "):
             register["reset"] = line.removeprefix("Reset value: ").strip()
+        elif line.startswith("Summary: "):
+            register["summary"] = line.removeprefix("Summary: ").strip()
+        elif line.startswith(TERMS_PREFIX):
+            continue  # the lexicon's expansions of the names: an index aid, not a register fact
         elif line.strip() == "Fields:":
             continue
         elif (match := _FIELD_LINE.match(line)) is not None:
