@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from chip_vocab import chip_ids, chips
 from chunking import Block, Section, chunk_tree, word_count
+from lexicon import NO_LEXICON, Lexicon, mine, name_parts
 from provenance import source_provenance
 from schema import make_row, read_jsonl, write_jsonl
 
@@ -445,6 +446,133 @@ def _with_comment(item: Item) -> str:
     return f"{item.comment}\n{item.text}" if item.comment else item.text
 
 
+# ---------------------------------------------------------------- capability headers
+
+# The naming conventions of capability macros, read as words; the abbreviations inside the names
+# (MEM, INTR, CHAN, ...) come from the lexicon mined from the register headers' field comments.
+CAPABILITY_COUNT_WORDS = frozenset(("num", "nums", "count", "cnt", "number"))
+CAPABILITY_CONVENTIONS = {
+    "max": "maximum",
+    "min": "minimum",
+    "len": "length",
+    "caps": "capabilities",
+    "periph": "peripheral",
+}
+CAPABILITY_DEFINES_PER_CHUNK = 8
+_FIELD_COMMENT = re.compile(rf"^/\*\*?\s*({IDENT})\s*:[^\n]*\n?(.*?)\*/(.*)$", re.S)
+
+
+def is_capability_header(file_name: str) -> bool:
+    return file_name.endswith("_caps.h")
+
+
+def comment_pairs(items: list[Item]) -> list[tuple[str, str]]:
+    """(field, description) from generated register headers' field comments, for the lexicon:
+    ``/** UART_RXFIFO_FULL_THRHD : R/W; bitpos: [9:0]; default: 96;`` then the words."""
+    pairs = []
+    for item in items:
+        match = _FIELD_COMMENT.match(item.comment) if item.kind == "define" and item.comment else None
+        if match is None or match.group(1) != item.names[0]:
+            continue
+        description = re.sub(
+            r"/\*+|\*+/|^\s*\*|description\s*:", " ", match.group(2) + match.group(3), flags=re.M
+        )
+        if description.strip():
+            pairs.append((item.names[0], " ".join(description.split())))
+    return pairs
+
+
+def capability_gloss(name: str, value: str, params: str, lexicon: Lexicon) -> str:
+    """``SOC_RMT_MEM_WORDS_PER_CHANNEL 48`` read as "RMT memory words per channel: 48"."""
+    parts = name_parts(name.removeprefix("SOC_"))
+    words = [
+        CAPABILITY_CONVENTIONS.get(part.lower()) or lexicon.expand_part(part) or part.lower()
+        for part in parts[1:]
+    ]
+    words.insert(0, parts[0] if parts else name)  # the peripheral keeps its acronym
+    shown = _plain_value(value) + (f" (for each {params.strip('()')})" if params else "")
+    flag = {"1": "yes", "0": "no"}.get(shown, shown)
+    lowered = [w.lower() for w in words]
+    for verb in ("supported", "support", "supports", "has"):
+        if verb in lowered[1:]:
+            rest = [w for w, low in zip(words, lowered, strict=True) if low != verb]
+            return f"{'has' if verb == 'has' else 'supports'} {' '.join(rest)}: {flag}"
+    if lowered[-1] in CAPABILITY_COUNT_WORDS:
+        return f"number of {' '.join(words[:-1])}: {shown}"
+    return f"{' '.join(words)}: {shown}"
+
+
+def _plain_value(value: str) -> str:
+    """``(1U)`` -> ``1``; expressions and masks stay as written."""
+    bare = _strip_comments(value).strip()
+    while bare.startswith("(") and bare.endswith(")"):
+        bare = bare[1:-1].strip()
+    number = re.fullmatch(r"(0x[0-9A-Fa-f]+|\d+)[uUlL]*", bare)
+    return number.group(1) if number else bare
+
+
+def capability_sections(header: HeaderFile, items: list[Item], lexicon: Lexicon) -> Section:
+    """One small chunk per peripheral's capabilities, each macro followed by what it counts in words.
+
+    A capability question ("how many RMT channels") is answered by one ``#define`` line; inside a
+    400-word run of unrelated macros it ranked below other chunks. Each banner (``RMT CAPS``) is a
+    group; the ``SOC_X_SUPPORTED`` flags listed together at the top join their peripheral's group.
+    """
+    groups: dict[str, list[Item]] = {}
+    current = "general"
+    for item in items:
+        if item.kind == "banner":
+            current = re.sub(r"\s*CAPS?$", "", item.text.strip(), flags=re.I) or item.text.strip()
+            continue
+        groups.setdefault(current, []).append(item)
+    _regroup_support_flags(groups)
+    chip_name = chips()[header.chips[0]].name if len(header.chips) == 1 else "every chip"
+    root = Section(header.rel_path)
+    for group, members in groups.items():
+        pieces = [
+            members[i : i + CAPABILITY_DEFINES_PER_CHUNK]
+            for i in range(0, len(members), CAPABILITY_DEFINES_PER_CHUNK)
+        ]
+        section = Section(group)
+        for piece in pieces:
+            lines = [f"{chip_name} capabilities: {group} ({header.path.name})"]
+            for item in piece:
+                lines.append(_with_comment(item))
+                if item.kind == "define":
+                    lines.append(f"  = {capability_gloss(item.names[0], item.value, item.params, lexicon)}")
+            names = [name for item in piece for name in item.names]
+            section.blocks.append(Block("\n".join(lines), atomic=True, standalone=True, symbol_refs=names))
+        root.children.append(section)
+    return root
+
+
+def _names_start(items: list[Item], prefix: str) -> bool:
+    return any(name.startswith(prefix) for item in items for name in item.names)
+
+
+def _regroup_support_flags(groups: dict[str, list[Item]]) -> None:
+    """Move ``SOC_<X>_SUPPORTED`` flags into the group whose macros share the ``SOC_<X>_`` prefix."""
+    for group, members in list(groups.items()):
+        for item in list(members):
+            name = item.names[0] if item.kind == "define" and item.names else ""
+            if not name.endswith("_SUPPORTED"):
+                continue
+            prefix = name.removesuffix("SUPPORTED")
+            target = next(
+                (
+                    g
+                    for g, ms in groups.items()
+                    if g != group and any(n.startswith(prefix) for m in ms for n in m.names)
+                ),
+                None,
+            )
+            if target is not None:
+                members.remove(item)
+                groups[target].insert(0, item)
+    for group in [g for g, ms in groups.items() if not ms]:
+        del groups[group]
+
+
 @dataclass
 class HeaderResult:
     rows: list[dict[str, Any]]
@@ -452,15 +580,28 @@ class HeaderResult:
     declared: set[str]
 
 
-def header_rows(header: HeaderFile, source_version: str, source_commit: str) -> HeaderResult:
-    """All chunk rows of one header file."""
+def read_header(header: HeaderFile) -> tuple[str, list[Item]]:
+    """A header's text and its scanned items."""
     text = header.path.read_text(encoding="utf-8", errors="replace")
-    items = scan_header(text)
+    return text, scan_header(text)
+
+
+def header_rows(
+    header: HeaderFile,
+    source_version: str,
+    source_commit: str,
+    lexicon: Lexicon = NO_LEXICON,
+    scanned: tuple[str, list[Item]] | None = None,
+) -> HeaderResult:
+    """All chunk rows of one header file; ``scanned`` is its ``read_header`` when already read."""
+    text, items = scanned or read_header(header)
     name = header.path.name
     card = is_register_card(name, items)
     includes = [m.group(1) for m in map(_INCLUDE.match, text.splitlines()) if m]
     if card:
         root = Section(header.rel_path, blocks=card_blocks(items))
+    elif is_capability_header(name):
+        root = capability_sections(header, items, lexicon)
     else:
         root = text_sections(header.rel_path, items)
     declared = declared_symbols(text)
@@ -542,9 +683,13 @@ def ingest(idf_path: Path, out_path: Path) -> dict[str, HeaderResult]:
     if not headers:
         raise UsageError(f"no headers found under {idf_path / SOC_DIR}")
     prov = source_provenance(idf_path)
+    scanned = {h.rel_path: read_header(h) for h in tqdm(headers, desc="scan", unit="file")}
+    # The words for capability macro names are learned from the register headers' field comments.
+    lexicon = mine(pair for _, items in scanned.values() for pair in comment_pairs(items))
     results: dict[str, HeaderResult] = {}
     for header in tqdm(headers, desc="headers", unit="file"):
-        results[header.rel_path] = header_rows(header, prov.version, prov.commit)
+        rel = header.rel_path
+        results[rel] = header_rows(header, prov.version, prov.commit, lexicon, scanned[rel])
     rows = (row for result in results.values() for row in result.rows)
     write_jsonl(out_path, rows)
     for rel in skipped:

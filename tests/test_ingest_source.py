@@ -12,6 +12,7 @@ import pytest
 
 import ingest_source
 from chip_vocab import chip_ids
+from lexicon import NO_LEXICON, Lexicon
 from schema import make_row, read_jsonl, validate_row
 
 FIXTURES = Path(__file__).parent / "fixtures" / "src"
@@ -35,7 +36,7 @@ def test_rows_are_valid_src_rows_with_provenance(rows: list[dict[str, Any]]) -> 
     for row in rows:
         validate_row(row)
         assert row["doc_type"] == "src"
-        assert row["text"].startswith(row["file_path"] + "\n\n")
+        assert row["text"].startswith(row["file_path"])
         assert row["source_doc"] == Path(row["file_path"]).name
         assert row["source_version"] and row["source_commit"]
 
@@ -67,15 +68,36 @@ def test_old_layout_register_header_under_include_soc(rows: list[dict[str, Any]]
     assert "LEDC_HPOINT_HSCH0" in card["symbol_refs"]
 
 
-def test_full_text_headers_keep_each_macro_with_its_comment(rows: list[dict[str, Any]]) -> None:
-    (caps,) = _by_path(rows, "esp32c3/include/soc/soc_caps.h")
-    assert "// ESP32-C3 has 2 UARTs\n#define SOC_UART_NUM                (2)" in caps["text"]
-    assert (
-        "#define SOC_UART_FIFO_LEN           (128)      /*!< The UART hardware FIFO length */" in caps["text"]
+def test_capability_header_is_a_small_chunk_per_peripheral(rows: list[dict[str, Any]]) -> None:
+    path = "components/soc/esp32c3/include/soc/soc_caps.h"
+    caps = {row["section_path"].rsplit(" > ", 1)[-1]: row for row in _by_path(rows, path)}
+    assert sorted(caps) == ["COMMON", "UART"], "one chunk per banner; a flag joins its peripheral's banner"
+    uart = caps["UART"]["text"]
+    assert uart.startswith(f"{path} > UART\n\nESP32-C3 capabilities: UART (soc_caps.h)\n")
+    assert "// ESP32-C3 has 2 UARTs\n#define SOC_UART_NUM                (2)\n  = number of UART: 2" in uart
+    assert "#define SOC_UART_FIFO_LEN           (128)      /*!< The UART hardware FIFO length */" in uart
+    assert "  = UART fifo length: 128" in uart
+    assert "#if SOC_UART_NUM > 1\n#define SOC_UART_SUPPORT_WAKEUP_INT" in uart
+    assert "  = supports UART wakeup int: yes" in uart, "too few fixture comments to learn INT"
+    assert "#define SOC_UART_SUPPORTED              1\n  = supports UART: yes" in uart
+    assert caps["COMMON"]["symbol_refs"] == ["SOC_AES_SUPPORTED"], "no AES banner: the flag stays"
+    assert "SPDX" not in uart and "pragma once" not in uart
+
+
+def test_capability_gloss_reads_counts_flags_and_parameters() -> None:
+    gloss = ingest_source.capability_gloss
+    assert gloss("SOC_CPU_CORES_NUM", "(1U)", "", NO_LEXICON) == "number of CPU cores: 1"
+    assert gloss("SOC_RMT_SUPPORT_TX_LOOP_COUNT", "1", "", NO_LEXICON) == ("supports RMT tx loop count: yes")
+    assert gloss("SOC_ADC_CHANNEL_NUM", "(7)", "(PERIPH_NUM)", NO_LEXICON) == (
+        "number of ADC channel: 7 (for each PERIPH_NUM)"
     )
-    assert "#if SOC_UART_NUM > 1\n#define SOC_UART_SUPPORT_WAKEUP_INT" in caps["text"]
-    assert "# UART CAPS" in caps["text"]
-    assert "SPDX" not in caps["text"] and "pragma once" not in caps["text"]
+    lexicon = Lexicon({"mem": "memory"})
+    assert gloss("SOC_RMT_MEM_WORDS_PER_CHANNEL", "48 /*!< words */", "", lexicon) == (
+        "RMT memory words per channel: 48"
+    )
+
+
+def test_full_text_headers_keep_each_macro_with_its_comment(rows: list[dict[str, Any]]) -> None:
     (hand_written,) = _by_path(rows, "esp32c3/include/soc/hwcrypto_reg.h")
     assert (
         "/* AES key words: eight consecutive 32-bit registers */\n#define AES_KEY_BASE"
