@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from tqdm import tqdm
 
 from chip_vocab import DOC_TYPES
@@ -117,6 +120,28 @@ def evaluate(engine: SearchEngine, cases: list[Case], mode: str) -> dict[str, tu
         found = engine.search(case.query, k=DEPTH, mode=mode, **case.filters)
         outcome[case.id] = (case, first_answer_rank(found["results"], case))
     return outcome
+
+
+async def _evaluate_via_mcp(db_uri: str, cases: list[Case]) -> dict[str, tuple[Case, int | None]]:
+    params = StdioServerParameters(
+        command=sys.executable, args=["mcp_server.py", "--db", db_uri], cwd=Path(__file__).resolve().parent
+    )
+    outcome: dict[str, tuple[Case, int | None]] = {}
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        for case in tqdm(cases, desc="eval via MCP", unit="query", file=sys.stderr):
+            answer = await session.call_tool(
+                "esp32_docs_search", {"query": case.query, "k": DEPTH, **case.filters}
+            )
+            if answer.is_error:
+                raise SearchInputError(f"{case.id}: {answer.content[0].text}")
+            outcome[case.id] = (case, first_answer_rank(answer.structured_content["results"], case))
+    return outcome
+
+
+def evaluate_via_mcp(db_uri: str, cases: list[Case]) -> dict[str, tuple[Case, int | None]]:
+    """The same cases through the real server over stdio, as an agent calls esp32_docs_search."""
+    return anyio.run(_evaluate_via_mcp, db_uri, cases)
 
 
 def by_category(outcome: dict[str, tuple[Case, int | None]]) -> dict[str, Scores]:
@@ -238,6 +263,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--mode", choices=(*MODES, "all"), default="hybrid")
     parser.add_argument("--doc-type", choices=DOC_TYPES, help="only cases filtered to this corpus")
     parser.add_argument("--split", choices=SPLITS, help="only cases of this split (own query files)")
+    parser.add_argument(
+        "--via-mcp", action="store_true", help="also score hybrid through the real MCP server over stdio"
+    )
     parser.add_argument("--show-misses", action="store_true", help="list cases not answered in the top 10")
     parser.add_argument(
         "--explain", action="store_true", help="error analysis of every case not answered first"
@@ -271,8 +299,10 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, Scores]] = {}
     misses: dict[str, list[str]] = {}
     try:
-        for mode in modes:
-            outcome = evaluate(engine, cases, mode)
+        outcomes = {mode: evaluate(engine, cases, mode) for mode in modes}
+        if args.via_mcp:
+            outcomes["mcp"] = evaluate_via_mcp(resolve_db_uri(args.db), cases)
+        for mode, outcome in outcomes.items():
             results[mode] = by_category(outcome)
             misses[mode] = [
                 f"{c.id} [{c.category}] {c.query!r} {c.filters}" for c, r in outcome.values() if r is None
@@ -284,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.explain:
         print(explain(engine, cases))
     if args.show_misses:
-        for mode in modes:
+        for mode in results:
             print(f"\nmisses ({mode}):")
             print("\n".join(f"  {line}" for line in misses[mode]) or "  none")
     overall = ", ".join(

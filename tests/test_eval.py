@@ -67,3 +67,37 @@ def test_cli_exits_2_on_bad_input(
     store = build_fixture_store(tmp_path_factory.getbasetemp() / "search-store")
     assert main([str(bad_chip), "--db", str(store)]) == 2
     assert "valid chips" in capsys.readouterr().err
+
+
+def test_explain_places_each_miss_per_retriever_and_names_its_class(
+    tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = build_fixture_store(tmp_path_factory.getbasetemp() / "search-store")
+    assert main([str(QUERIES), "--db", str(store), "--explain"]) == 0
+    out = capsys.readouterr().out
+    miss = next(line for line in out.splitlines() if line.startswith("t-api-2 "))
+    assert "fused -" in miss and "vector -" in miss and "fts -" in miss and miss.endswith("not-retrieved")
+    assert "not first: 1/5 — not-retrieved 1 (1 beyond 5)" in out
+
+
+def test_split_selects_own_cases_and_rejects_unknown_splits(tmp_path: Path) -> None:
+    own = tmp_path / "own.jsonl"
+    lines = [
+        '{"id": "a", "category": "c", "query": "q", "must_contain": ["x"], "split": "tune"}',
+        '{"id": "b", "category": "c", "query": "q", "must_contain": ["x"], "split": "heldout"}',
+    ]
+    own.write_text("\n".join(lines) + "\n")
+    assert [c.id for c in load_cases(own, split="heldout")] == ["b"]
+    assert len(load_cases(own)) == 2
+    own.write_text(lines[0].replace("tune", "later") + "\n")
+    with pytest.raises(CaseFileError, match="split 'later'"):
+        load_cases(own, split="tune")
+
+
+def test_via_mcp_scores_the_same_cases_through_the_real_server(
+    tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = build_fixture_store(tmp_path_factory.getbasetemp() / "search-store")
+    assert main([str(QUERIES), "--db", str(store), "--via-mcp"]) == 0
+    out = capsys.readouterr().out
+    assert "hybrid: hit@1 0.80 hit@10 0.80 MRR@10 0.80, mcp: hit@1 0.80 hit@10 0.80 MRR@10 0.80" in out
