@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from chip_vocab import DOC_TYPES, validate_doc_type
 from provenance import UNKNOWN, Provenance, source_provenance
-from schema import CHUNK_FIELDS, arrow_schema, content_hash, read_jsonl, validate_row
+from schema import CHUNK_FIELDS, WINDOWS_COLUMN, arrow_schema, content_hash, read_jsonl, validate_row
 
 T = TypeVar("T")
 
@@ -47,12 +47,23 @@ VECTOR_DIM_KEY = b"esp32_docs.vector_dim"
 # A row's identity within the store: the same text at the same place of the same document, for the
 # same chips and revisions (one TRM chapter file can be included by two chips' manuals: two rows).
 ROW_KEY = ("doc_type", "file_path", "chunk_index", "content_hash", "chips", "revisions")
+# Compared with the row's fields to tell an unchanged row: the same text with other windows changed.
+WINDOW_COUNT = "window_count"
 # Texts per embedding call and per cache commit: a kill loses at most this much work (~3 s).
 EMBED_BATCH = 32
 BUILD_HINT = (
     "build one with `uv run embed_and_store.py CHUNKS.jsonl --doc-type trm --source-repo PATH --db {db}` "
     "or run `uv run mcp_server.py --demo`"
 )
+
+# Corpora whose long chunks get a vector per window as well: guide prose, where the answer to a
+# question often sits past the first 256 tokens the embedder reads. TRM register blocks lead with
+# their name, summary and terms, and header chunks are found by symbol and full-text search, so
+# windowing those would cost ~67,000 more embeddings for little. Words per window (~230 tokens of
+# ESP text) and the overlap between neighbours:
+WINDOWED_DOC_TYPES = ("idf",)
+WINDOW_WORDS = 100
+WINDOW_OVERLAP = 20
 
 # Indices the store always carries (name -> (column, config)); the search code relies on the names.
 INDEXES: dict[str, tuple[str, Any]] = {
@@ -186,6 +197,22 @@ def open_store(db_uri: str, model_id: str | None = None) -> lancedb.table.Table:
 
 # ---------------------------------------------------------------------------------------------
 # Input
+
+
+def window_texts(text: str) -> list[str]:
+    """The later windows of a long chunk, each led by the chunk's heading line for context.
+
+    The chunk's own vector covers its start; windows begin where that first read ends (about
+    ``WINDOW_WORDS`` words in) and overlap their neighbours, so a sentence cut at one window's edge
+    is whole in the next.
+    """
+    heading, _, body = text.partition("\n")
+    words = body.split()
+    step = WINDOW_WORDS - WINDOW_OVERLAP
+    return [
+        f"{heading}\n{' '.join(words[start : start + WINDOW_WORDS])}"
+        for start in range(step, len(words) - WINDOW_OVERLAP, step)
+    ]
 
 
 def load_rows(paths: Iterable[Path], doc_type: str, provenance: Provenance) -> list[dict[str, Any]]:
@@ -372,6 +399,12 @@ def ensure_table(db: lancedb.DBConnection, db_uri: str, model_id: str, dimension
     if table is None:
         metadata = {MODEL_ID_KEY: model_id.encode(), VECTOR_DIM_KEY: str(dimension).encode()}
         table = db.create_table(TABLE_NAME, schema=arrow_schema(dimension).with_metadata(metadata))
+    if WINDOWS_COLUMN not in table.schema.names:
+        # A store from before window vectors: every row's windows start as its own vector, in one
+        # commit, so readers see the old table or the migrated one; the replace then adds windows.
+        retry_on_conflict(
+            lambda: table.add_columns({WINDOWS_COLUMN: "make_array(vector)"}), "adding the windows column"
+        )
     existing = {index.name for index in table.list_indices()}
     for name, (column, config) in INDEXES.items():
         if name not in existing:  # only on an empty new table, or one whose creation was killed
@@ -379,20 +412,31 @@ def ensure_table(db: lancedb.DBConnection, db_uri: str, model_id: str, dimension
     return table
 
 
-def rows_table(rows: list[dict[str, Any]], vectors: np.ndarray, schema: pa.Schema) -> pa.Table:
-    """Columnar build: from_pylist over 10k x 384 Python floats is needlessly slow."""
+def rows_table(
+    rows: list[dict[str, Any]], vectors: np.ndarray, windows: list[np.ndarray], schema: pa.Schema
+) -> pa.Table:
+    """Columnar build (from_pylist over 10k x 384 Python floats is needlessly slow); ``windows``
+    holds each row's window vectors, its own vector first."""
     columns = [pa.array([row[name] for row in rows], type=schema.field(name).type) for name in CHUNK_FIELDS]
     dim = schema.field("vector").type.list_size
     columns.append(pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel(), pa.float32()), dim))
+    flat = np.concatenate(windows) if windows else np.zeros((0, dim), np.float32)
+    offsets = np.concatenate([[0], np.cumsum([len(w) for w in windows])]).astype(np.int32)
+    inner = pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel(), pa.float32()), dim)
+    columns.append(pa.ListArray.from_arrays(pa.array(offsets), inner))
     return pa.Table.from_arrays(columns, schema=schema)
 
 
 def stored_rows(table: lancedb.table.Table, doc_type: str) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """The doc_type's current rows (without vectors), by row key."""
-    current = (
-        table.search().where(f"doc_type = '{doc_type}'").select(list(CHUNK_FIELDS)).limit(None).to_arrow()
-    )
+    """The doc_type's current rows (without vectors, with their window count), by row key."""
+    columns = {name: name for name in CHUNK_FIELDS} | {WINDOW_COUNT: f"array_length({WINDOWS_COLUMN})"}
+    current = table.search().where(f"doc_type = '{doc_type}'").select(columns).limit(None).to_arrow()
     return {row_key(row): row for row in current.to_pylist()}
+
+
+def _with_window_count(table: pa.Table) -> list[dict[str, Any]]:
+    counts = pc.list_value_length(table.column(WINDOWS_COLUMN))
+    return table.select(list(CHUNK_FIELDS)).append_column(WINDOW_COUNT, counts).to_pylist()
 
 
 @dataclass(frozen=True)
@@ -414,7 +458,7 @@ def replace_doc_type(table: lancedb.table.Table, doc_type: str, new: pa.Table) -
     if doc_type not in DOC_TYPES:  # the value is interpolated into a filter
         raise ValueError(f"unknown doc_type {doc_type!r}; valid doc_types: {', '.join(DOC_TYPES)}")
     before = stored_rows(table, doc_type)
-    incoming = {row_key(row): row for row in new.select(list(CHUNK_FIELDS)).to_pylist()}
+    incoming = {row_key(row): row for row in _with_window_count(new)}
     unchanged = sum(1 for key, row in incoming.items() if before.get(key) == row)
     added = sum(1 for key in incoming if key not in before)
     removed = sum(1 for key in before if key not in incoming)
@@ -480,12 +524,18 @@ def build(
     existing_table(db, db_uri, embedder.model_id, embedder.dimension)  # fail before an hour of work
     cache = EmbeddingCache(db, embedder.model_id, embedder.dimension)
     texts_by_hash = {row["content_hash"]: row["text"] for row in rows}
+    window_hashes = []
+    for row in rows:
+        extra = window_texts(row["text"]) if doc_type in WINDOWED_DOC_TYPES else []
+        texts_by_hash.update((content_hash(text), text) for text in extra)
+        window_hashes.append([row["content_hash"], *(content_hash(text) for text in extra)])
     vectors, embedded, cached = embed_missing(texts_by_hash, embedder, cache)
     if embedded:
         cache.compact()
     matrix = np.stack([vectors[row["content_hash"]] for row in rows])
+    windows = [np.stack([vectors[h] for h in hashes]) for hashes in window_hashes]
     table = ensure_table(db, db_uri, embedder.model_id, embedder.dimension)
-    result = replace_doc_type(table, doc_type, rows_table(rows, matrix, table.schema))
+    result = replace_doc_type(table, doc_type, rows_table(rows, matrix, windows, table.schema))
     return BuildSummary(doc_type, len(rows), embedded, cached, result, time.monotonic() - started, db_uri)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 # read before lancedb loads, so set it first.
 os.environ.setdefault("LANCEDB_LOG", "error")
 
-from schema import CHUNK_FIELDS
+from schema import CHUNK_FIELDS, WINDOWS_COLUMN
 
 CANDIDATE_POOL = 40
 SYMBOL_POOL = 200
@@ -161,12 +161,17 @@ class Retrievers:
 
     def __init__(self, table: Any) -> None:
         self.table = table
+        # Stores built before window vectors have only the chunk vector; they still answer.
+        self.vector_column = WINDOWS_COLUMN if WINDOWS_COLUMN in table.schema.names else "vector"
 
     def vector(
         self, query_vector: Any, where: str | None, limit: int = CANDIDATE_POOL
     ) -> list[dict[str, Any]]:
-        """Nearest chunks by cosine distance of the query embedding (flat scan, filter applied first)."""
-        builder = self.table.search(query_vector, query_type="vector").distance_type("cosine")
+        """Nearest chunks by cosine distance of the query embedding to a chunk's best window (the
+        whole-chunk vector or a later window of a long chunk; flat scan, filter applied first)."""
+        builder = self.table.search(
+            query_vector, query_type="vector", vector_column_name=self.vector_column
+        ).distance_type("cosine")
         return _run(builder, where, "_distance", limit)
 
     def fts(self, query: str, where: str | None, limit: int = CANDIDATE_POOL) -> list[dict[str, Any]]:

@@ -121,6 +121,11 @@ def validate_row(row: dict[str, Any]) -> None:
             raise ValueError(f"revision {rev!r} is not published for chips {row['chips']}")
 
 
+# Every row's embedding windows, the whole chunk's vector first: the embedder reads 256 tokens, so a
+# long chunk also gets a vector per later window, and the vector leg scores a row by its best window.
+WINDOWS_COLUMN = "windows"
+
+
 def arrow_schema(vector_dim: int) -> pa.Schema:
     """The store's table schema; the vector width comes from the embedding model, never a constant."""
     string_list = pa.list_(pa.string())
@@ -133,6 +138,7 @@ def arrow_schema(vector_dim: int) -> pa.Schema:
         else:
             fields.append(pa.field(name, pa.string()))
     fields.append(pa.field("vector", pa.list_(pa.float32(), vector_dim)))
+    fields.append(pa.field(WINDOWS_COLUMN, pa.list_(pa.list_(pa.float32(), vector_dim))))
     return pa.schema(fields)
 
 

@@ -21,21 +21,24 @@ from typing import Any
 import lancedb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from embed_and_store import (
     DB_ENV_VAR,
     DEFAULT_DB_URI,
     INDEXES,
     ROW_KEY,
+    WINDOWED_DOC_TYPES,
     StoreError,
     open_store,
     resolve_db_uri,
     row_key,
     store_model_id,
     store_vector_dim,
+    window_texts,
 )
 from provenance import UNKNOWN
-from schema import CHUNK_FIELDS, content_hash, validate_row
+from schema import CHUNK_FIELDS, WINDOWS_COLUMN, content_hash, validate_row
 
 VECTOR_ROUND_TRIP_MIN = 0.95  # share of sampled chunks whose own text finds them at rank 1
 FTS_ROUND_TRIP_MIN = 0.95  # share found in the top 10 by their own symbol / their own words
@@ -148,7 +151,7 @@ def vector_round_trip(
     missed: list[str] = []
     for index, query in zip(picks, fresh, strict=True):
         top = (
-            table.search(query)
+            table.search(query, vector_column_name="vector")
             .distance_type("cosine")
             .select([*ROW_KEY, "text", "_distance"])
             .limit(1)
@@ -242,6 +245,34 @@ def fts_round_trip(
     )
 
 
+def check_windows(table: lancedb.table.Table, report: Report) -> None:
+    """Each row's windows start with its own vector, and long chunks of windowed corpora have the
+    windows their text calls for: a stale or migrated-only store would silently lose them."""
+    if WINDOWS_COLUMN not in table.schema.names:
+        report.check(False, f"store has the {WINDOWS_COLUMN} column (built before window vectors: rebuild)")
+        return
+    data = table.search().select(["doc_type", "text", "vector", WINDOWS_COLUMN]).limit(None).to_arrow()
+    dim = table.schema.field("vector").type.list_size
+    windows = data.column(WINDOWS_COLUMN).combine_chunks()
+    counts = pc.list_value_length(windows).to_numpy(zero_copy_only=False)
+    flat = windows.flatten().flatten().to_numpy().reshape(-1, dim)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
+    own = data.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, dim)
+    first_off = int((counts < 1).sum()) or int((~np.isclose(flat[starts], own).all(axis=1)).sum())
+    short = [
+        doc_type
+        for doc_type, text, count in zip(
+            data.column("doc_type").to_pylist(), data.column("text").to_pylist(), counts, strict=True
+        )
+        if doc_type in WINDOWED_DOC_TYPES and count != 1 + len(window_texts(text))
+    ]
+    report.check(
+        not first_off and not short,
+        f"window vectors: {int(counts.sum())} for {len(counts)} rows, the first being the row's vector "
+        f"({first_off} differ); windowed corpora hold every window ({len(short)} rows short)",
+    )
+
+
 def load_all(table: lancedb.table.Table) -> tuple[list[dict[str, Any]], np.ndarray]:
     data: pa.Table = table.search().select([*CHUNK_FIELDS, "vector"]).limit(None).to_arrow()
     dim = table.schema.field("vector").type.list_size
@@ -266,6 +297,7 @@ def validate(db_uri: str, sample: int, seed: int) -> Report:
     print("checks:")
     check_rows(rows, vectors, report)
     check_indices(table, report)
+    check_windows(table, report)
     fts_round_trip(table, rows, picks, report)
     from embedder import get_embedder
 

@@ -28,15 +28,18 @@ from embed_and_store import (
     MODEL_ID_KEY,
     TABLE_NAME,
     VECTOR_DIM_KEY,
+    WINDOW_OVERLAP,
+    WINDOW_WORDS,
     StoreError,
     ensure_table,
     main,
     open_store,
     row_key,
     store_model_id,
+    window_texts,
 )
 from embedder import get_embedder
-from schema import make_row, read_jsonl, write_jsonl
+from schema import WINDOWS_COLUMN, make_row, read_jsonl, write_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures" / "store"
 TRM_COMMIT = "805f2ea20bbaa7670803b3b512ab611640fdf9a9"
@@ -553,3 +556,53 @@ def test_validate_store_passes_a_good_store_and_fails_a_corrupted_one(
 
     assert validate_store.main(["--db", str(tmp_path / "none")]) == 2
     assert "no store at" in capsys.readouterr().err
+
+
+def test_window_texts_cover_a_long_chunk_past_its_first_read() -> None:
+    words = [f"w{i}" for i in range(300)]
+    text = "Guide > Sleep modes\n" + " ".join(words)
+    windows = window_texts(text)
+    step = WINDOW_WORDS - WINDOW_OVERLAP
+    assert [w.split("\n", 1)[0] for w in windows] == ["Guide > Sleep modes"] * len(windows)
+    assert windows[0].split("\n", 1)[1].split()[0] == f"w{step}", (
+        "the first window starts after the first read"
+    )
+    assert windows[-1].split()[-1] == "w299", "the last word is in a window"
+    assert window_texts("Guide > Short\n" + " ".join(words[:WINDOW_WORDS])) == []
+
+
+def test_long_idf_chunk_is_found_by_a_late_window_and_old_stores_migrate(
+    tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    filler = " ".join(["The heap allocator keeps free blocks in lists sorted by size."] * 30)
+    late = "To keep a variable across deep sleep, place it in RTC memory with RTC_DATA_ATTR."
+    row = make_row(
+        text=f"Sleep Modes > Overview\n{filler} {late}",
+        doc_type="idf",
+        chips=["esp32c3"],
+        source_doc="Sleep Modes",
+        section_path="Sleep Modes > Overview",
+        file_path="api-reference/system/sleep_modes",
+        chunk_index=0,
+        symbol_refs=["RTC_DATA_ATTR"],
+        source_version="v6.1-dev",
+        source_commit=IDF_COMMIT,
+    )
+    chunks = write_rows(tmp_path / "idf.jsonl", [row])
+    db = tmp_path / "db"
+    # A store from before window vectors: build it, then drop the column as an old build had it.
+    assert run(capsys, embedder, chunks, "idf", trees["idf"], db)[0] == 0
+    table = open_store(str(db))
+    table.drop_columns([WINDOWS_COLUMN])
+    assert WINDOWS_COLUMN not in open_store(str(db)).schema.names
+
+    code, out, _ = run(capsys, embedder, chunks, "idf", trees["idf"], db)
+    assert code == 0 and "~1" in out, "the migrated row gains its windows: rewritten, not unchanged"
+    table = open_store(str(db))
+    (stored,) = table.search().select(["vector", WINDOWS_COLUMN]).limit(None).to_list()
+    assert len(stored[WINDOWS_COLUMN]) == 1 + len(window_texts(row["text"])) > 2
+    assert np.allclose(stored[WINDOWS_COLUMN][0], stored["vector"])
+    query = embedder.embed_query("how to keep a variable across deep sleep")
+    best_window = max(float(np.dot(query, w)) for w in stored[WINDOWS_COLUMN])
+    assert best_window > float(np.dot(query, stored["vector"])) + 0.1, "the late window matches better"
+    assert validate_store.main(["--db", str(db), "--sample", "1"]) == 0
