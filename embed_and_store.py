@@ -199,6 +199,21 @@ def open_store(db_uri: str, model_id: str | None = None) -> lancedb.table.Table:
 # Input
 
 
+# Whole-peripheral register structs (``*_struct.h``, 8,900 rows of bitfield members) are found by the
+# symbol and full-text legs; embedding all of each spent a quarter of the build on vectors that
+# crowded capability answers out of the dense results. Their vector reads only the chunk's lead.
+LEAD_ONLY_SUFFIX = "_struct.h"
+LEAD_WORDS = 40
+
+
+def embedding_texts(row: dict[str, Any]) -> list[str]:
+    """The texts whose vectors stand for a row: what the row's own vector reads, then later windows."""
+    text = row["text"]
+    if row["doc_type"] == "src" and row["file_path"].endswith(LEAD_ONLY_SUFFIX):
+        return [" ".join(text.split()[:LEAD_WORDS])]
+    return [text, *(window_texts(text) if row["doc_type"] in WINDOWED_DOC_TYPES else [])]
+
+
 def window_texts(text: str) -> list[str]:
     """The later windows of a long chunk, each led by the chunk's heading line for context.
 
@@ -523,17 +538,18 @@ def build(
     db = lancedb.connect(db_uri)
     existing_table(db, db_uri, embedder.model_id, embedder.dimension)  # fail before an hour of work
     cache = EmbeddingCache(db, embedder.model_id, embedder.dimension)
-    texts_by_hash = {row["content_hash"]: row["text"] for row in rows}
+    texts_by_hash: dict[str, str] = {}
     window_hashes = []
     for row in rows:
-        extra = window_texts(row["text"]) if doc_type in WINDOWED_DOC_TYPES else []
-        texts_by_hash.update((content_hash(text), text) for text in extra)
-        window_hashes.append([row["content_hash"], *(content_hash(text) for text in extra)])
+        texts = embedding_texts(row)
+        hashes = [content_hash(text) for text in texts]
+        texts_by_hash.update(zip(hashes, texts, strict=True))
+        window_hashes.append(hashes)
     vectors, embedded, cached = embed_missing(texts_by_hash, embedder, cache)
     if embedded:
         cache.compact()
-    matrix = np.stack([vectors[row["content_hash"]] for row in rows])
     windows = [np.stack([vectors[h] for h in hashes]) for hashes in window_hashes]
+    matrix = np.stack([window[0] for window in windows])
     table = ensure_table(db, db_uri, embedder.model_id, embedder.dimension)
     result = replace_doc_type(table, doc_type, rows_table(rows, matrix, windows, table.schema))
     return BuildSummary(doc_type, len(rows), embedded, cached, result, time.monotonic() - started, db_uri)

@@ -28,14 +28,13 @@ from embed_and_store import (
     DEFAULT_DB_URI,
     INDEXES,
     ROW_KEY,
-    WINDOWED_DOC_TYPES,
     StoreError,
+    embedding_texts,
     open_store,
     resolve_db_uri,
     row_key,
     store_model_id,
     store_vector_dim,
-    window_texts,
 )
 from provenance import UNKNOWN
 from schema import CHUNK_FIELDS, WINDOWS_COLUMN, content_hash, validate_row
@@ -137,7 +136,7 @@ def vector_round_trip(
     report: Report,
 ) -> None:
     """Each sampled chunk's re-embedded text must retrieve it (or an identical text) at rank 1."""
-    fresh = embedder.embed_documents([rows[i]["text"] for i in picks])
+    fresh = embedder.embed_documents([embedding_texts(rows[i])[0] for i in picks])
     self_cosines = np.sum(fresh * vectors[list(picks)], axis=1)
     stale = [
         rows[i]["file_path"] for i, cos in zip(picks, self_cosines, strict=True) if cos < MIN_SELF_COSINE
@@ -251,7 +250,12 @@ def check_windows(table: lancedb.table.Table, report: Report) -> None:
     if WINDOWS_COLUMN not in table.schema.names:
         report.check(False, f"store has the {WINDOWS_COLUMN} column (built before window vectors: rebuild)")
         return
-    data = table.search().select(["doc_type", "text", "vector", WINDOWS_COLUMN]).limit(None).to_arrow()
+    data = (
+        table.search()
+        .select(["doc_type", "text", "file_path", "vector", WINDOWS_COLUMN])
+        .limit(None)
+        .to_arrow()
+    )
     dim = table.schema.field("vector").type.list_size
     windows = data.column(WINDOWS_COLUMN).combine_chunks()
     counts = pc.list_value_length(windows).to_numpy(zero_copy_only=False)
@@ -259,17 +263,16 @@ def check_windows(table: lancedb.table.Table, report: Report) -> None:
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
     own = data.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, dim)
     first_off = int((counts < 1).sum()) or int((~np.isclose(flat[starts], own).all(axis=1)).sum())
+    fields = (data.column(name).to_pylist() for name in ("doc_type", "text", "file_path"))
     short = [
         doc_type
-        for doc_type, text, count in zip(
-            data.column("doc_type").to_pylist(), data.column("text").to_pylist(), counts, strict=True
-        )
-        if doc_type in WINDOWED_DOC_TYPES and count != 1 + len(window_texts(text))
+        for doc_type, text, path, count in zip(*fields, counts, strict=True)
+        if count != len(embedding_texts({"doc_type": doc_type, "text": text, "file_path": path}))
     ]
     report.check(
         not first_off and not short,
         f"window vectors: {int(counts.sum())} for {len(counts)} rows, the first being the row's vector "
-        f"({first_off} differ); windowed corpora hold every window ({len(short)} rows short)",
+        f"({first_off} differ); every row holds the windows its text calls for ({len(short)} do not)",
     )
 
 

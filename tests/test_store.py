@@ -25,12 +25,14 @@ from embed_and_store import (
     CACHE_TABLE_NAME,
     EMBED_BATCH,
     INDEXES,
+    LEAD_WORDS,
     MODEL_ID_KEY,
     TABLE_NAME,
     VECTOR_DIM_KEY,
     WINDOW_OVERLAP,
     WINDOW_WORDS,
     StoreError,
+    embedding_texts,
     ensure_table,
     main,
     open_store,
@@ -606,3 +608,16 @@ def test_long_idf_chunk_is_found_by_a_late_window_and_old_stores_migrate(
     best_window = max(float(np.dot(query, w)) for w in stored[WINDOWS_COLUMN])
     assert best_window > float(np.dot(query, stored["vector"])) + 0.1, "the late window matches better"
     assert validate_store.main(["--db", str(db), "--sample", "1"]) == 0
+
+
+def test_struct_header_rows_are_embedded_by_their_lead_only() -> None:
+    members = " ".join(f"uint32_t field_{i} : 1;" for i in range(200))
+    row = {"doc_type": "src", "file_path": "components/soc/esp32c3/register/soc/uart_struct.h"}
+    texts = embedding_texts(
+        {**row, "text": f"components/soc/esp32c3/register/soc/uart_struct.h\n\n{members}"}
+    )
+    assert len(texts) == 1 and len(texts[0].split()) == LEAD_WORDS
+    caps = {"doc_type": "src", "file_path": "components/soc/esp32c3/include/soc/soc_caps.h", "text": members}
+    assert embedding_texts(caps) == [members], "other headers are embedded whole"
+    guide = {"doc_type": "idf", "file_path": "api-guides/x", "text": "Guide\n" + members}
+    assert embedding_texts(guide) == [guide["text"], *window_texts(guide["text"])]
