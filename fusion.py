@@ -10,6 +10,7 @@ that define registers. docs/retrieval.md records what each vote bought on the de
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 RRF_K = 60
@@ -24,7 +25,40 @@ SYMBOL_RRF_K = 1
 REGISTER_INTENT = re.compile(r"\b(?:registers?|address|offset|bits?|fields?|reset value)\b", re.IGNORECASE)
 REGISTER_DEFINITION = re.compile(r"^Register \S+.*\nAddress:|^\w+_REG\b\S*\s*=", re.MULTILINE)
 
+# What a question asks decides how much each retriever's list counts (docs/retrieval.md has the
+# per-kind measurements): identifiers go to the symbol retriever, register questions get the
+# register-definition vote, capability questions ("how many", "maximum", "does it support") are
+# answered by one macro line that full-text search matches on its words.
+CAPABILITY_INTENT = re.compile(
+    r"\b(?:how many|number of|max(?:imum)?|min(?:imum)?|largest|smallest|how (?:much|large|big|long|wide)"
+    r"|does (?:it|the chip|\w+) (?:have|support)|supports?|capabilit(?:y|ies))\b",
+    re.IGNORECASE,
+)
+QUERY_KINDS = ("symbol", "register", "capability", "prose")
+
+
+@dataclass(frozen=True)
+class LegWeights:
+    """Reciprocal-rank weights of the vector and full-text lists for one kind of question."""
+
+    vector: float = 1.0
+    fts: float = 1.0
+
+
+LEG_WEIGHTS = {kind: LegWeights() for kind in QUERY_KINDS}
+
 RankedList = list[dict[str, Any]]
+
+
+def query_kind(query: str, symbols: list[str]) -> str:
+    """symbol, register, capability or prose: the first that applies, in that order."""
+    if symbols:
+        return "symbol"
+    if REGISTER_INTENT.search(query):
+        return "register"
+    if CAPABILITY_INTENT.search(query):
+        return "capability"
+    return "prose"
 
 
 def reciprocal_rank_fusion(lists: list[tuple[str, RankedList, float]], k: int = RRF_K) -> RankedList:

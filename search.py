@@ -240,10 +240,12 @@ class SearchEngine:
         vector = self.retrievers.vector(self.embedder.embed_query(query), where)
         if mode == "vector":
             return self._scored(vector, "vector", "_distance", lambda d: 1.0 - d)
-        ranked = fusion.reciprocal_rank_fusion(
-            [("vector", vector, 1.0), ("fts", self.retrievers.fts(query, where), 1.0)]
-        )
         symbols = query_symbols(query)
+        kind = fusion.query_kind(query, symbols)
+        weights = fusion.LEG_WEIGHTS[kind]
+        ranked = fusion.reciprocal_rank_fusion(
+            [("vector", vector, weights.vector), ("fts", self.retrievers.fts(query, where), weights.fts)]
+        )
         if symbols:
             ranked = fusion.fuse_symbols(ranked, self.retrievers.symbol_hits(symbols, where), CANDIDATE_POOL)
         if fusion.REGISTER_INTENT.search(query):
