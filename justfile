@@ -91,6 +91,15 @@ validate:
 eval mode="all":
     uv run eval_retrieval.py {{gold}} --db {{db}} --mode {{mode}}
 
+# Score our own queries (eval/own_queries.jsonl) per split, hybrid and through the MCP server; healthy: tune and heldout close.
+eval-own:
+    uv run eval_retrieval.py eval/own_queries.jsonl --db {{db}} --split tune --via-mcp
+    uv run eval_retrieval.py eval/own_queries.jsonl --db {{db}} --split heldout --via-mcp
+
+# Error analysis: for each case not answered first, its rank per retriever and its failure class; healthy: few lines.
+explain queries=gold:
+    uv run eval_retrieval.py {{queries}} --db {{db}} --explain
+
 # Latency p50/p95 over MCP stdio, cold start, server RSS, then embed chunks/s; healthy: warm p50 in tens of ms.
 bench chunks="trm_chunks.jsonl":
     uv run bench.py --db {{db}}
