@@ -181,9 +181,9 @@ def with_terms(text: str, terms: list[str]) -> str:
     """Insert the ``Terms:`` line before a register block's field list (early, where the embedder reads)."""
     if not terms:
         return text
-    line = TERMS_PREFIX + "; ".join(terms)
-    head, marker, rest = text.partition("\nFields:\n")
-    return f"{head}\n{line}{marker}{rest}" if marker else f"{text}\n{line}"
+    lines = text.split("\n")
+    at = lines.index("Fields:") if "Fields:" in lines else len(lines)
+    return "\n".join([*lines[:at], TERMS_PREFIX + "; ".join(terms), *lines[at:]])
 
 
 def annotate_register_terms(rows: list[dict[str, Any]]) -> Lexicon:

@@ -95,3 +95,8 @@ def test_annotate_rewrites_text_and_hash_of_register_chunks_only() -> None:
     assert "\nTerms: thrhd = threshold\nFields:" in first["text"]
     assert first["content_hash"] == content_hash(first["text"])
     assert rows[2]["text"] == prose, "only register blocks get a Terms line"
+
+
+def test_terms_line_goes_before_an_empty_field_list_too() -> None:
+    block = "Register X_MAP_REG\nAddress: 0x01C0\nReset value: see fields\nFields:"
+    assert with_terms(block, ["map = mapping"]).splitlines()[-2:] == ["Terms: map = mapping", "Fields:"]
