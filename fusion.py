@@ -76,20 +76,30 @@ def reciprocal_rank_fusion(lists: list[tuple[str, RankedList, float]], k: int = 
     return sorted(fused.values(), key=lambda row: -row["score"])
 
 
+# A question of more content words than this besides its identifiers is about something else than
+# the identifier's definition ("priority of the task that runs app_main"): its symbol hits then vote
+# like any other list instead of leading by tier.
+SYMBOL_LED_WORDS = 2
+
+
 def fuse_symbols(
-    ranked: RankedList, hits: list[tuple[tuple[int, int, int, int], dict[str, Any]]], pool_size: int
+    ranked: RankedList,
+    hits: list[tuple[tuple[int, int, int, int], dict[str, Any]]],
+    pool_size: int,
+    tiered: bool = True,
 ) -> RankedList:
     """Add the symbol retriever's reciprocal-rank contribution to the vector + full-text fusion.
 
-    Hits where a line defines the symbol are ranked by tier with a small constant, so they lead;
-    hits that only list or mention it (a module name like LCD_CAM in a question, a clock table
-    row) count like any other retriever's list, so they never outrank what the question is about.
+    With ``tiered``, hits where a line defines the symbol are ranked by tier with a small constant,
+    so they lead; hits that only list or mention it (a module name like LCD_CAM in a question, a
+    clock table row) count like any other retriever's list, so they never outrank what the question
+    is about. Without it (a sentence that merely names an identifier) every hit counts that way.
     """
     by_id = {row["_rowid"]: row for row in ranked}
     pool = hits[:pool_size]
     tiers = sorted({rank[:2] for rank, _ in pool if rank[0] == -2})
     for position, (rank, hit) in enumerate(pool, 1):
-        if rank[0] == -2:
+        if tiered and rank[0] == -2:
             contribution = 1.0 / (SYMBOL_RRF_K + tiers.index(rank[:2]) + 1)
         else:
             contribution = 1.0 / (RRF_K + position)

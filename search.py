@@ -247,7 +247,11 @@ class SearchEngine:
             [("vector", vector, weights.vector), ("fts", self.retrievers.fts(query, where), weights.fts)]
         )
         if symbols:
-            ranked = fusion.fuse_symbols(ranked, self.retrievers.symbol_hits(symbols, where), CANDIDATE_POOL)
+            named = {symbol.lower() for symbol in symbols}
+            other_words = [w for w in query_terms(query) if w not in named]
+            tiered = len(other_words) <= fusion.SYMBOL_LED_WORDS
+            hits = self.retrievers.symbol_hits(symbols, where)
+            ranked = fusion.fuse_symbols(ranked, hits, CANDIDATE_POOL, tiered)
         if fusion.REGISTER_INTENT.search(query):
             ranked = fusion.fuse_register_definitions(ranked)
         return ranked
