@@ -45,7 +45,15 @@ class LegWeights:
     fts: float = 1.0
 
 
-LEG_WEIGHTS = {kind: LegWeights() for kind in QUERY_KINDS}
+# Measured on the dev queries and our own tuning split (docs/retrieval.md): full-text counts more for
+# capability questions (the macro line's words) and for prose questions (a guide's exact phrases),
+# while identifier and register questions keep equal weights.
+LEG_WEIGHTS = {
+    "symbol": LegWeights(),
+    "register": LegWeights(),
+    "capability": LegWeights(fts=1.5),
+    "prose": LegWeights(fts=2.0),
+}
 
 RankedList = list[dict[str, Any]]
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import embed_and_store
+import fusion
 from embedder import get_embedder
 from results import excerpt, revision_scope
 from retrievers import definition_strength, query_symbols, symbol_pattern
@@ -292,3 +293,19 @@ def test_a_chunk_whose_own_section_is_the_symbol_defines_it() -> None:
     assert definition_strength(option, "CONFIG_FREERTOS_UNICORE") == 2
     assert definition_strength(mention, "CONFIG_FREERTOS_UNICORE") == 0
     assert definition_strength(option, "CONFIG_FREERTOS") == 0  # a prefix of the section title is not it
+
+
+def test_questions_are_classified_for_their_leg_weights() -> None:
+    assert fusion.query_kind("UART_CLKDIV_REG", ["UART_CLKDIV_REG"]) == "symbol"
+    assert fusion.query_kind("which register holds the baud divider", []) == "register"
+    assert fusion.query_kind("how many RMT channels does it have", []) == "capability"
+    assert fusion.query_kind("keep a variable across deep sleep", []) == "prose"
+    assert set(fusion.LEG_WEIGHTS) == set(fusion.QUERY_KINDS)
+
+
+def test_reciprocal_rank_fusion_weights_and_names_each_list() -> None:
+    a, b, c = ({"_rowid": i, "text": str(i)} for i in range(3))
+    fused = fusion.reciprocal_rank_fusion([("vector", [a, b], 1.0), ("fts", [c, b], 2.0)])
+    assert [row["_rowid"] for row in fused] == [1, 2, 0], "b is in both lists; fts counts double"
+    assert fused[0]["matched_by"] == ["vector", "fts"]
+    assert fused[1]["score"] == pytest.approx(2.0 / 61)
