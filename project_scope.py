@@ -544,30 +544,28 @@ class Applied:
 
     chip: str | None
     revision: str | None
+    from_scope: bool  # the scope, not the caller, supplied the chip or the revision
     envelope: dict[str, Any]
 
 
 def apply(scope: Scope, chip: str | None, revision: str | None) -> Applied:
     """Fill ``chip``/``revision`` the caller left out from ``scope``; an explicit value always wins."""
+    from_scope = False
     if is_any(chip):
         use_chip, how = None, "the caller's chip='any' turned the project scope off for this call"
     elif chip:
         use_chip, how = chip, "chip given by the caller"
     elif scope.chip:
-        use_chip, how = scope.chip, f"chip from the project scope ({scope.chip_from})"
+        use_chip, how, from_scope = scope.chip, f"chip from the project scope ({scope.chip_from})", True
     else:
-        use_chip, how = None, "no chip: the project scope gives none"
-    if is_any(revision):
-        use_revision = None
-    elif revision:
-        use_revision = revision
-    elif scope.revision and not is_any(chip) and normalize_chip(use_chip or "") == scope.chip:
-        use_revision = scope.revision
+        use_chip, how = None, "no chip filter: the project scope gives no chip"
+    use_revision = None if is_any(revision) else revision
+    scope_chip = not is_any(chip) and isinstance(use_chip, str) and normalize_chip(use_chip) == scope.chip
+    if not revision and scope.revision and scope_chip:
+        use_revision, from_scope = scope.revision, True
         how += f"; revision {scope.revision} from the project scope ({scope.revision_from})"
-    else:
-        use_revision = None
     envelope = {"applied": {"chip": use_chip, "revision": use_revision}, "how": how, **scope.as_dict()}
-    return Applied(use_chip, use_revision, envelope)
+    return Applied(use_chip, use_revision, from_scope, envelope)
 
 
 class ScopeResolver:
