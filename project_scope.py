@@ -52,6 +52,7 @@ OPTION = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
 NOT_SET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
 INCLUDES_PROJECT_CMAKE = re.compile(r"include\s*\([^)]*tools/cmake/project\.cmake", re.IGNORECASE)
 RELEASE = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?(-dev)?")
+REV_VALUE = re.compile(r"[0-9]{1,5}")
 UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -154,7 +155,6 @@ def includes_project_cmake(path: Path) -> bool:
 class Facts:
     """What one project directory states, each value with the file it came from."""
 
-    directory: Path
     chip: str | None = None
     chip_from: str | None = None
     rev_min: int | None = None
@@ -190,12 +190,12 @@ def is_project(directory: Path, root: Path) -> bool:
 
 
 def _rev_int(value: str | None) -> int | None:
-    return int(value) if value and value.strip().isdigit() else None
+    return int(value) if value and REV_VALUE.fullmatch(value.strip()) else None
 
 
 def read_project(directory: Path, root: Path) -> Facts:
     """The chip, revision range and ESP-IDF version ``directory`` states, with notes on conflicts."""
-    facts = Facts(directory)
+    facts = Facts()
     where = directory.relative_to(root)
 
     def label(name: str) -> str:
@@ -248,8 +248,9 @@ def read_project(directory: Path, root: Path) -> Facts:
         per_target = sorted(p.name.rsplit(".", 1)[1] for p in directory.glob(f"{DEFAULTS}.*"))
         hint = f"; it has {DEFAULTS} files for {', '.join(per_target)}" if per_target else ""
         facts.notes.append(
-            f"{directory} is an ESP-IDF project with no target set yet (no {SDKCONFIG}){hint}; "
-            "no chip default applied (run idf.py set-target, or pass chip=)"
+            f"{directory} is an ESP-IDF project with no target set yet (no CONFIG_IDF_TARGET in "
+            f"{SDKCONFIG} or {DEFAULTS}){hint}; no chip default applied (run idf.py set-target, "
+            "or pass chip=)"
         )
 
     # revision range: sdkconfig, then the build's record of it
@@ -314,10 +315,8 @@ def _show(value: str) -> str:
 
 def manual_revision(facts: Facts) -> tuple[str | None, str | None]:
     """The revision label of the chip's manual the project's range falls in, and a note when none."""
-    if facts.chip is None or len(chips()[facts.chip].revisions) < 2:
-        return None, None  # one manual for the chip: the revision is no filter
     if facts.chip != "esp32p4":
-        return None, f"no rule maps {facts.chip} revision ranges to its manuals; no revision default"
+        return None, None  # the only chip with two manuals (chips.yaml); for others it is no filter
     low, high, less_v3 = facts.rev_min, facts.rev_max, facts.less_v3
     if (high is not None and high < P4_MAINLINE_FROM) or (high is None and less_v3 is True):
         return "v1.3", None
@@ -483,7 +482,7 @@ def detect(raw_dir: Any, source: str, base: Path, held_releases: Iterable[str] =
     try:
         projects, walk_notes = find_projects(directory)
         facts = [read_project(p, directory) for p in projects]
-    except OSError as error:
+    except (OSError, ValueError, RecursionError) as error:  # detection must never fail a call
         return Scope(source=source, directory=str(directory), notes=(*notes, f"could not read: {error}"))
     notes += walk_notes
     names = tuple(str(p.relative_to(directory)) for p in projects)

@@ -74,7 +74,7 @@ def test_each_source_file_fills_in_when_the_others_are_absent(tmp_path: Path) ->
     (project / "sdkconfig").unlink()
     scope = scope_of(project)
     assert (scope.chip, scope.idf_version, scope.idf_version_from) == (None, "6.2.0", "dependencies.lock")
-    assert "no target set yet" in notes(scope)
+    assert "no target set yet (no CONFIG_IDF_TARGET in sdkconfig or sdkconfig.defaults)" in notes(scope)
 
     p4 = copy_project("esp32p4-v1.3", tmp_path / "p4")
     (p4 / "sdkconfig").unlink()
@@ -223,6 +223,17 @@ def test_bad_sdkconfig_files_get_a_note(tmp_path: Path, content: bytes, expected
     (tmp_path / "sdkconfig").write_bytes(content)
     scope = scope_of(tmp_path)
     assert scope.chip is None and expected in notes(scope)
+
+
+def test_nonsense_revision_values_are_ignored_not_fatal(tmp_path: Path) -> None:
+    (tmp_path / "sdkconfig").write_text(
+        'CONFIG_IDF_TARGET="esp32p4"\nCONFIG_ESP_REV_MIN_FULL='
+        + "9" * 5000
+        + "\nCONFIG_ESP_REV_MAX_FULL=\u00b2\n"
+    )
+    scope = scope_of(tmp_path)
+    assert (scope.chip, scope.revision, scope.revision_range) == ("esp32p4", None, None)
+    assert "states no ESP32-P4 revision range" in notes(scope)
 
 
 def test_broken_build_files_get_a_note_and_the_rest_still_counts(tmp_path: Path) -> None:
