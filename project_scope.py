@@ -489,25 +489,33 @@ def detect(raw_dir: Any, source: str, base: Path, held_releases: Iterable[str] =
     if not facts:
         notes.append(f"no ESP-IDF project in {directory} or {MAX_DEPTH} levels below it; no project scope")
         return Scope(source=source, directory=str(directory), notes=tuple(notes))
-    for one in facts:
-        notes += one.notes
     chosen = facts[0]
     if len(facts) > 1:
         listed = ", ".join(
             f"{name} ({one.chip or 'no target'})" for name, one in zip(names, facts, strict=True)
         )
-        if len({one.chip for one in facts}) > 1:
+        targets = {one.chip for one in facts}
+        if len(targets) > 1 or None in targets:
+            kind = "none with a target set" if targets == {None} else "with different targets"
             notes.append(
-                f"{len(facts)} projects with different targets under {directory}: {listed}; no chip "
-                "default applied (pass project_dir= for one of them, or chip=)"
+                f"{len(facts)} projects under {directory}, {kind}: {listed}; no chip default applied "
+                "(pass project_dir= for one of them, or chip=)"
             )
             return Scope(source=source, directory=str(directory), projects=names, notes=tuple(notes))
         notes.append(
             f"{len(facts)} projects under {directory}, all {chosen.chip}: {listed}; using {names[0]}"
         )
+    notes += chosen.notes
     revision, revision_note = manual_revision(chosen)
     if revision_note:
         notes.append(revision_note)
+    revisions = {manual_revision(one)[0] for one in facts}
+    if len(revisions) > 1:
+        revision = None
+        notes.append(
+            f"those projects differ in {chosen.chip} revision "
+            f"({', '.join(sorted(r or 'unknown' for r in revisions))}); no revision default (pass revision=)"
+        )
     series = release_series(chosen.idf_version) if chosen.idf_version else None
     in_store, release_remark = release_note(series, held_releases)
     if release_remark:

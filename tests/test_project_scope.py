@@ -135,7 +135,7 @@ def test_projects_with_different_targets_are_reported_not_guessed() -> None:
     scope = scope_of(PROJECTS)
     assert scope.chip is None and scope.revision is None
     assert scope.projects == ("esp32", "esp32c3", "esp32c6", "esp32p4-mainline", "esp32p4-v1.3")
-    assert "5 projects with different targets" in notes(scope)
+    assert f"5 projects under {PROJECTS}, with different targets" in notes(scope)
     assert "esp32c3 (esp32c3)" in notes(scope) and "pass project_dir=" in notes(scope)
 
 
@@ -145,6 +145,23 @@ def test_projects_sharing_a_target_give_it(tmp_path: Path) -> None:
     scope = scope_of(tmp_path)
     assert scope.chip == "esp32c3" and scope.projects == ("apps/a", "apps/b")
     assert "2 projects under" in notes(scope) and "all esp32c3" in notes(scope)
+
+
+def test_projects_sharing_a_chip_but_not_a_p4_revision_give_no_revision(tmp_path: Path) -> None:
+    copy_project("esp32p4-v1.3", tmp_path / "old-board")
+    copy_project("esp32p4-mainline", tmp_path / "new-board")
+    scope = scope_of(tmp_path)
+    assert (scope.chip, scope.revision) == ("esp32p4", None)
+    assert "differ in esp32p4 revision (mainline, v1.3); no revision default" in notes(scope)
+
+
+def test_projects_without_a_target_are_reported(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        shutil.copy(PROJECTS / "esp32c3" / "CMakeLists.txt", tmp_path / name)
+    scope = scope_of(tmp_path)
+    assert scope.chip is None and scope.projects == ("a", "b")
+    assert "2 projects under" in notes(scope) and "none with a target set" in notes(scope)
 
 
 def test_the_search_skips_build_dirs_symlinks_and_deep_folders(tmp_path: Path) -> None:
