@@ -91,6 +91,11 @@ validate:
 eval mode="all":
     uv run eval_retrieval.py {{gold}} --db {{db}} --mode {{mode}}
 
+# Project scope vs explicit chip vs none on the dev queries, and detection time; healthy: scoped equals explicit.
+# PROJECTS: one configured ESP-IDF project per chip (docs/project-scope.md).
+eval-scope projects:
+    uv run eval_scope.py {{gold}} --projects {{projects}} --db {{db}}
+
 # Latency p50/p95 over MCP stdio, cold start, server RSS, then embed chunks/s; healthy: warm p50 in tens of ms.
 bench chunks="trm_chunks.jsonl":
     uv run bench.py --db {{db}}
