@@ -91,8 +91,7 @@ validate:
 eval mode="all":
     uv run eval_retrieval.py {{gold}} --db {{db}} --mode {{mode}}
 
-# Project scope vs explicit chip vs none on the dev queries, and detection time; healthy: scoped equals explicit.
-# PROJECTS: one configured ESP-IDF project per chip (docs/project-scope.md).
+# hit@k with explicit chip vs project scope vs none (PROJECTS: one ESP-IDF project per chip); healthy: scoped = explicit.
 eval-scope projects:
     uv run eval_scope.py {{gold}} --projects {{projects}} --db {{db}}
 
