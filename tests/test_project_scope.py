@@ -174,8 +174,11 @@ def test_the_search_skips_build_dirs_symlinks_and_deep_folders(tmp_path: Path) -
     scope = scope_of(root)
     assert scope.projects == () and scope.chip is None
     assert "no ESP-IDF project" in notes(scope)
+    # the search below is cached by folder mtimes: a project added or removed shows on the next call
     copy_project("esp32c6", root / "a" / "b" / "found")
     assert scope_of(root).projects == ("a/b/found",)
+    shutil.rmtree(root / "a" / "b" / "found")
+    assert scope_of(root).projects == ()
 
 
 def test_a_file_symlinked_out_of_the_project_is_not_read(tmp_path: Path) -> None:
