@@ -100,6 +100,10 @@ eval-own:
 explain queries=gold:
     uv run eval_retrieval.py {{queries}} --db {{db}} --explain
 
+# hit@k with explicit chip vs project scope vs none (PROJECTS: one ESP-IDF project per chip); healthy: scoped = explicit.
+eval-scope projects:
+    uv run eval_scope.py {{gold}} --projects {{projects}} --db {{db}}
+
 # Latency p50/p95 over MCP stdio, cold start, server RSS, then embed chunks/s; healthy: warm p50 in tens of ms.
 bench chunks="trm_chunks.jsonl":
     uv run bench.py --db {{db}}

@@ -3,6 +3,11 @@
     uv run mcp_server.py --demo                  # a small real TRM sample, built on first use
     uv run mcp_server.py --db ./esp_docs.lancedb # the full store (or $ESP32_DOCS_DB)
     uv run mcp_server.py --transport http        # streamable HTTP on 127.0.0.1 for a team
+    uv run mcp_server.py --project ~/blink       # default chip/revision from that ESP-IDF project
+
+Results default to the chip and silicon revision of the ESP-IDF project the server is scoped to
+(project_scope.py): a tool's project_dir, else --project / $ESP32_DOCS_PROJECT, else the directory
+the client started the server in.
 
 The model and table load once at start-up, so every call answers in milliseconds. Errors are raised
 as the SDK's ToolError: any other exception reaches the agent as a bare "Error executing tool",
@@ -27,10 +32,12 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 import embed_and_store
+import project_scope
 import registers
 from chip_vocab import chip_ids
 from embed_and_store import StoreError, resolve_db_uri
 from embedder import get_embedder, user_cache_dir
+from project_scope import Applied, ScopeResolver
 from search import MAX_K, READ_DEFAULT_CHARS, READ_MAX_CHARS, SearchEngine, SearchInputError, open_engine
 
 SAMPLES_DIR = Path(__file__).with_name("samples")
@@ -45,15 +52,35 @@ READ_ONLY = ToolAnnotations(
 )
 INSTRUCTIONS = (
     "Search ESP32 documentation (ESP-IDF docs 'idf', Technical Reference Manuals 'trm', SoC headers "
-    "'src') per chip and silicon revision. Pass chip= whenever the user's chip is known: register "
-    "addresses and API details differ between chips. Use esp32_docs_find_symbol for exact identifiers, "
+    "'src') per chip and silicon revision. Register addresses and API details differ between chips, so "
+    "results default to the chip and revision of the user's ESP-IDF project (its sdkconfig), and each "
+    "result's 'scope' says which and from where. If your working directory is not the server's own "
+    "project, call esp32_docs_scope(project_dir=<your working directory>) once and pass that project_dir "
+    "on later calls. chip= and revision= always override the scope; chip='any' searches every chip. "
+    "Use esp32_docs_find_symbol for exact identifiers, "
     "esp32_docs_register for a register's exact address, reset value and bit fields (or what lives at an "
     "address, or how a register differs between chips / ESP32-P4 revisions), esp32_docs_read to see more "
     "around a hit, esp32_docs_list_chips for valid chips and coverage."
 )
 
 CHIP_HELP = f"chip id or name, e.g. esp32c3 or ESP32-C3; one of: {', '.join(chip_ids())}"
-ChipArg = Annotated[str | None, Field(description=CHIP_HELP)]
+ChipArg = Annotated[
+    str | None,
+    Field(description=f"{CHIP_HELP}; default: the project scope's chip; 'any' turns the scope off"),
+]
+ProjectDirArg = Annotated[
+    str | None,
+    Field(
+        description="absolute path of the ESP-IDF project you work in (your working directory); "
+        "default: the server's --project, $ESP32_DOCS_PROJECT, or the directory it was started in"
+    ),
+]
+OVERRIDE_HELP = (
+    "Pass chip= and revision= on any call to override this scope for that call; chip='any' searches "
+    "every chip. project_dir= scopes one call to another project. The server's default project is "
+    "--project DIR or $ESP32_DOCS_PROJECT, else the directory the client started it in. The ESP-IDF "
+    "release is reported, not yet a filter."
+)
 DocTypeArg = Annotated[
     str | None, Field(description="idf = ESP-IDF docs, trm = Technical Reference Manual, src = SoC headers")
 ]
@@ -88,9 +115,12 @@ def ensure_demo_store() -> Path:
     return target
 
 
-def create_server(engine: SearchEngine | None, unavailable: str | None = None) -> MCPServer:
-    """The five read-only tools over ``engine``; without one, each tool answers ``unavailable``."""
+def create_server(
+    engine: SearchEngine | None, unavailable: str | None = None, scopes: ScopeResolver | None = None
+) -> MCPServer:
+    """The six read-only tools over ``engine``; without one, each search tool answers ``unavailable``."""
     server = MCPServer("esp32-docs", instructions=INSTRUCTIONS)
+    resolver = scopes or ScopeResolver(*project_scope.configured_project(None), held_releases=())
 
     def answer(call: Callable[[SearchEngine], dict[str, Any]]) -> dict[str, Any]:
         if engine is None:
@@ -99,6 +129,31 @@ def create_server(engine: SearchEngine | None, unavailable: str | None = None) -
             return call(engine)
         except SearchInputError as error:
             raise ToolError(str(error)) from error
+
+    def scoped(
+        project_dir: str | None,
+        chip: str | None,
+        revision: str | None,
+        call: Callable[[SearchEngine, Applied], dict[str, Any]],
+    ) -> dict[str, Any]:
+        """Run ``call`` with the project scope filling the chip/revision the caller left out."""
+        applied = project_scope.apply(resolver.resolve(project_dir), chip, revision)
+
+        def run(engine: SearchEngine) -> dict[str, Any]:
+            try:
+                payload = call(engine, applied)
+            except (SearchInputError, ToolError) as error:
+                if not applied.from_scope:
+                    raise
+                where = applied.envelope["project_dir"]
+                raise ToolError(
+                    f"{error} ({applied.envelope['how']} in {where}; pass chip=, revision=, or "
+                    "chip='any' to override it)"
+                ) from error
+            # a call may state the scope it really used (read's fallback); it goes first either way
+            return {"scope": payload.pop("scope", applied.envelope), **payload}
+
+        return answer(run)
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def esp32_docs_search(
@@ -111,13 +166,20 @@ def create_server(engine: SearchEngine | None, unavailable: str | None = None) -
             str | None,
             Field(
                 description="silicon revision, e.g. v1.3 or mainline (ESP32-P4); "
-                "content without a revision axis always stays"
+                "content without a revision axis always stays; default: the project scope's; 'any' for none"
             ),
         ] = None,
         k: Annotated[int, Field(ge=1, le=MAX_K, description=f"results to return, 1-{MAX_K}")] = 5,
+        project_dir: ProjectDirArg = None,
     ) -> dict[str, Any]:
-        """Hybrid search (meaning + keywords + exact symbols) over ESP32 docs, by chip/doc_type/revision."""
-        return answer(lambda e: e.search(query, doc_type=doc_type, chip=chip, revision=revision, k=k))
+        """Hybrid search (meaning + keywords + exact symbols) over ESP32 docs, by chip/doc_type/revision.
+        Without chip=, answers for the project scope's chip and revision (see the result's scope)."""
+        return scoped(
+            project_dir,
+            chip,
+            revision,
+            lambda e, a: e.search(query, doc_type=doc_type, chip=a.chip, revision=a.revision, k=k),
+        )
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def esp32_docs_find_symbol(
@@ -131,13 +193,19 @@ def create_server(engine: SearchEngine | None, unavailable: str | None = None) -
         chip: ChipArg = None,
         doc_type: DocTypeArg = None,
         k: Annotated[int, Field(ge=1, le=MAX_K, description=f"results to return, 1-{MAX_K}")] = 10,
+        project_dir: ProjectDirArg = None,
     ) -> dict[str, Any]:
-        """Exact symbol lookup (functions, types, macros, registers, fields, Kconfig) across all corpora."""
-        return answer(lambda e: e.find_symbol(symbol, chip=chip, doc_type=doc_type, k=k))
+        """Exact symbol lookup (functions, types, macros, registers, fields, Kconfig) across all corpora.
+        Without chip=, within the project scope's chip."""
+        return scoped(
+            project_dir, chip, None, lambda e, a: e.find_symbol(symbol, chip=a.chip, doc_type=doc_type, k=k)
+        )
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def esp32_docs_register(
-        chip: Annotated[str, Field(description=CHIP_HELP)],
+        chip: Annotated[
+            str | None, Field(description=f"{CHIP_HELP}; default: the project scope's chip")
+        ] = None,
         name: Annotated[
             str | None,
             Field(
@@ -154,7 +222,10 @@ def create_server(engine: SearchEngine | None, unavailable: str | None = None) -
         ] = None,
         revision: Annotated[
             str | None,
-            Field(description="silicon revision for ESP32-P4: mainline (default) or v1.3"),
+            Field(
+                description="silicon revision for ESP32-P4: mainline or v1.3; default: the project "
+                "scope's, else mainline"
+            ),
         ] = None,
         compare_with: Annotated[
             str | None,
@@ -167,30 +238,36 @@ def create_server(engine: SearchEngine | None, unavailable: str | None = None) -
             str | None,
             Field(description="with an offset address: the register name prefix, e.g. UART or LEDC"),
         ] = None,
+        project_dir: ProjectDirArg = None,
     ) -> dict[str, Any]:
         """Exact facts about one hardware register as JSON: documented offset and absolute address, reset
         value, bit fields (bits, access, reset, description), the manual chapter and the SoC header
         #defines. Use it instead of search when you need a register's address, reset value or field
         layout; to find which register is at an address; or to compare a register between chips or
-        between ESP32-P4 revisions (v1.3 vs mainline). Give name or address, and chip."""
+        between ESP32-P4 revisions (v1.3 vs mainline). Give name or address; chip defaults to the project
+        scope's."""
 
-        def lookup(engine: SearchEngine) -> dict[str, Any]:
+        def lookup(engine: SearchEngine, applied: Applied) -> dict[str, Any]:
+            if applied.chip is None:
+                raise ToolError(
+                    f"chip is required: {applied.envelope['how']}; valid chips: {', '.join(chip_ids())}"
+                )
             # registers caches each chip's parsed index per table version: the first call for a chip
             # pays for it (0.1-0.8 s on the full store), later calls answer in milliseconds
             try:
                 return registers.lookup_register(
                     engine.table,
-                    chip,
+                    applied.chip,
                     name=name,
                     address=address,
-                    revision=revision,
+                    revision=applied.revision,
                     compare_with=compare_with,
                     peripheral=peripheral,
                 )
             except ValueError as error:  # registers' messages name the valid values
                 raise ToolError(str(error)) from error
 
-        return answer(lookup)
+        return scoped(project_dir, chip, revision, lookup)
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def esp32_docs_list_chips() -> dict[str, Any]:
@@ -211,19 +288,44 @@ def create_server(engine: SearchEngine | None, unavailable: str | None = None) -
             Field(description="return the hit's whole section (and subsections) instead of before/after"),
         ] = False,
         chip: ChipArg = None,
+        project_dir: ProjectDirArg = None,
     ) -> dict[str, Any]:
         """Read the chunks around a hit, or its whole section, in document order within a character budget."""
-        return answer(
-            lambda e: e.read(
-                file_path,
-                chunk_index,
-                before=before,
-                after=after,
-                max_chars=max_chars,
-                whole_section=whole_section,
-                chip=chip,
+
+        def read(engine: SearchEngine, applied: Applied) -> dict[str, Any]:
+            def window(chip_id: str | None) -> dict[str, Any]:
+                return engine.read(
+                    file_path,
+                    chunk_index,
+                    before=before,
+                    after=after,
+                    max_chars=max_chars,
+                    whole_section=whole_section,
+                    chip=chip_id,
+                )
+
+            try:
+                return window(applied.chip)
+            except SearchInputError:
+                if not applied.from_scope:
+                    raise
+            # a hit from a call scoped otherwise (chip='any'): read it as it is rather than fail
+            payload = window(None)
+            envelope = {**applied.envelope, "applied": {"chip": None, "revision": None}}
+            envelope["how"] = (
+                f"{file_path} has no chunk {chunk_index} for the project's chip {applied.chip}; read "
+                "without a chip filter"
             )
-        )
+            return {"scope": envelope, **payload}
+
+        return scoped(project_dir, chip, None, read)
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    def esp32_docs_scope(project_dir: ProjectDirArg = None) -> dict[str, Any]:
+        """The chip, silicon revision range and ESP-IDF release of the ESP-IDF project in project_dir
+        (default: the server's project), the file each came from, notes on anything ambiguous, and how
+        to override them. Call it once with your working directory when that is not the server's."""
+        return {**resolver.resolve(project_dir).as_dict(), "override": OVERRIDE_HELP}
 
     return server
 
@@ -236,6 +338,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     parser.add_argument("--port", type=int, default=8765, help="port for --transport http (on 127.0.0.1)")
+    parser.add_argument(
+        "--project",
+        help=f"the ESP-IDF project whose chip and revision are the default scope (default "
+        f"${project_scope.PROJECT_ENV_VAR}, else the directory the server is started in)",
+    )
     args = parser.parse_args(argv)
     if args.demo and args.db:
         parser.error("--demo serves the bundled sample; drop --db")
@@ -258,7 +365,9 @@ def load_engine(args: argparse.Namespace) -> tuple[SearchEngine | None, str | No
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     engine, unavailable = load_engine(args)
-    server = create_server(engine, unavailable)
+    held = project_scope.store_releases(engine.table, engine.index.rows) if engine else []
+    scopes = ScopeResolver(*project_scope.configured_project(args.project), held_releases=held)
+    server = create_server(engine, unavailable, scopes)
     if engine is not None:
         counts = ", ".join(f"{doc}={n}" for doc, n in engine.index.doc_type_rows.items())
         print(

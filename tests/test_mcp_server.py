@@ -26,6 +26,7 @@ TOOLS = {
     "esp32_docs_register",
     "esp32_docs_list_chips",
     "esp32_docs_read",
+    "esp32_docs_scope",
 }
 Call = Callable[[str, dict[str, Any]], CallToolResult]
 
@@ -74,7 +75,7 @@ def test_tools_are_listed_read_only_with_output_schemas(
     search = next(t for t in listed if t.name == "esp32_docs_search")
     assert search.input_schema["properties"]["k"]["maximum"] == 20
     register = next(t for t in listed if t.name == "esp32_docs_register")
-    assert register.input_schema["required"] == ["chip"]
+    assert "required" not in register.input_schema  # chip defaults to the project scope's
     assert all(word in register.description for word in ("address", "reset", "fields", "ESP32-P4 revisions"))
 
 
