@@ -45,7 +45,10 @@ def test_register_header_becomes_a_card_with_address_expressions(rows: list[dict
     body = card["text"].split("\n\n", 1)[1]
     assert body.splitlines() == [
         "UART_FIFO_REG(i) = REG_UART_BASE(i) + 0x0  // FIFO data register",
+        "- UART_RXFIFO_RD_BYTE [7:0] (RO) reset 0x0: UART $n accesses FIFO via this register.",
         "UART_CLKDIV_REG(i) = REG_UART_BASE(i) + 0x14  // Clock divider configuration",
+        "- UART_CLKDIV [11:0] (R/W) reset 0x2B6: The integral part of the frequency divider factor.",
+        "- UART_CLKDIV_FRAG [23:20] (R/W) reset 0x0: The decimal part of the frequency divider factor.",
     ]
     assert "_M" not in card["text"] and "bitpos" not in card["text"]
     # field names stay findable through symbol_refs, registers first
@@ -65,6 +68,35 @@ def test_old_layout_register_header_under_include_soc(rows: list[dict[str, Any]]
     assert "Older layout: register headers under include/soc" in card["text"]
     assert "LEDC_HSCH0_HPOINT_REG = DR_REG_LEDC_BASE + 0x0004" in card["text"]
     assert "LEDC_HPOINT_HSCH0" in card["symbol_refs"]
+    # old comment style (``/* X : R/W ;bitpos:[3] ;default: 1'b0 ; */`` + ``/*description: ...*/``)
+    assert "- LEDC_IDLE_LV_HSCH0 [3] (R/W) reset 0x0: This bit is used to control" in card["text"]
+
+
+@pytest.mark.parametrize(
+    ("default", "value"),
+    [
+        ("694", "0x2B6"),
+        ("12'h2B6", "0x2B6"),
+        ("1'b1", "0x1"),
+        ("~22'b0", "0x3FFFFF"),
+        ("32'h0_1", "0x1"),
+        ("36732976 (0x2308030)", "0x2308030"),
+        ("x", None),
+        ("", None),
+        ("6'b32", None),
+        ("35684752 (0x21FFB30) for rev 0.0", None),
+    ],
+)
+def test_parse_default_reads_every_header_notation(default: str, value: str | None) -> None:
+    assert ingest_source.parse_default(default) == value
+
+
+def test_field_line_takes_bits_from_the_macros_and_caps_the_description() -> None:
+    comment = "/** F : R/W; bitpos: [3:0]; default: x;\n *  " + "word " * 60 + "\n */"
+    line = ingest_source.field_line("F", comment, {"F_S": "4", "F_V": "0xFU"})
+    assert line.startswith("- F [7:4] (R/W) reset x: word word")  # _S/_V win: code uses them
+    assert line.endswith("…") and len(line.split(": ", 1)[1]) <= ingest_source.DESCRIPTION_CHARS
+    assert ingest_source.field_line("G", "", {}) == "- G [?]"
 
 
 def test_full_text_headers_keep_each_macro_with_its_comment(rows: list[dict[str, Any]]) -> None:
@@ -217,7 +249,8 @@ def test_real_idf_chip_headers_fully_reach_chunks() -> None:
     assert gaps == [] and declared == reached > 5000
     card = results["components/soc/esp32c3/register/soc/uart_reg.h"]
     assert card.card and any("UART_CLKDIV_REG(i) = REG_UART_BASE(i) + 0x14" in r["text"] for r in card.rows)
-    assert all(len(r["text"].split()) <= 400 for r in card.rows)
+    assert all(len(r["text"].split()) <= ingest_source.CARD_WORDS for r in card.rows)
+    assert "- UART_CLKDIV [11:0] (R/W) reset 0x2B6: " in "\n".join(r["text"] for r in card.rows)
     caps = results["components/soc/esp32c3/include/soc/soc_caps.h"]
     assert any("#define SOC_UART_NUM" in r["text"] for r in caps.rows)
 
