@@ -20,7 +20,7 @@ from chip_vocab import chips, normalize_chip, validate_chip, validate_revision
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FIELD_LINE = re.compile(
-    r"^- (?P<name>.+?) \[(?P<bits>\d+(?::\d+)?)\]"
+    r"^- (?P<name>.+?) \[(?P<bits>\d+(?::\d+)?|\?)\]"
     r"(?: \((?P<access>[^)]*)\))?(?: reset (?P<reset>[^:\s]+))?(?:: (?P<description>.*))?$"
 )
 _REGISTER_LINE = re.compile(r"^Register (?P<name>\S+)(?: \((?P<note>.*)\))?\s*$")
@@ -72,15 +72,7 @@ def parse_register_block(text: str) -> dict[str, Any]:
         elif line.strip() == "Fields:":
             continue
         elif (match := _FIELD_LINE.match(line)) is not None:
-            register["fields"].append(
-                {
-                    "name": match.group("name"),
-                    "bits": match.group("bits"),
-                    "access": match.group("access"),
-                    "reset": match.group("reset"),
-                    "description": (match.group("description") or "").strip(),
-                }
-            )
+            register["fields"].append(_field(match))
         else:
             break
     return register
@@ -348,6 +340,7 @@ class ChipIndex:
     trm: dict[str, list[TrmEntry]] = field(default_factory=dict)
     parameterised: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
     macros: dict[str, Macro] = field(default_factory=dict)
+    header_fields: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # card field lines
 
     memo: dict[str, int | None] = field(default_factory=dict)  # object-like macro values
     _addresses: dict[int, list[tuple[str, int]]] | None = None
@@ -439,34 +432,53 @@ def chip_index(table: Any, chip: str, revision: str | None) -> ChipIndex:
     )
     for row in _rows(table, src_where, [*columns, "symbol_refs"]):
         if _in_revision(row, revision):
-            _collect_macros(row, index.macros)
+            _collect_macros(row, index)
     if len(_INDEX_CACHE) > 64:
         _INDEX_CACHE.clear()
     _INDEX_CACHE[key] = index
     return index
 
 
-def _collect_macros(row: dict[str, Any], macros: dict[str, Macro]) -> None:
-    """Register-card lines (``NAME = expr  // desc``) and raw ``#define`` lines of full-text rows."""
+def _collect_macros(row: dict[str, Any], index: ChipIndex) -> None:
+    """Register-card lines (``NAME = expr  // desc``), the field lines under them (``- F [3:0] ...``)
+    and raw ``#define`` lines of full-text rows. The first definition of a name wins, fields too."""
     revisions = tuple(row["revisions"])
+    owner: str | None = None  # the register the following field lines belong to
     for line in row["text"].splitlines():
+        if line.startswith("- ") and owner is not None:
+            if (field_match := _FIELD_LINE.match(line)) is not None:
+                index.header_fields[owner].append(_field(field_match))
+            continue
         match = _DEFINE_LINE.match(line) or _CARD_LINE.match(line)
         if match is None:
             continue
+        name = match.group("name")
+        owner = None
+        if name in index.macros:
+            continue
         params = match.group("params")
         value = _C_COMMENT.sub("", match.group("value")).strip()
-        description = match.groupdict().get("desc") or ""
-        macros.setdefault(
-            match.group("name"),
-            Macro(
-                name=match.group("name"),
-                params=tuple(p.strip() for p in params[1:-1].split(",") if p.strip()) if params else None,
-                body=value,
-                file_path=row["file_path"],
-                revisions=revisions,
-                description=description,
-            ),
+        index.macros[name] = Macro(
+            name=name,
+            params=tuple(p.strip() for p in params[1:-1].split(",") if p.strip()) if params else None,
+            body=value,
+            file_path=row["file_path"],
+            revisions=revisions,
+            description=match.groupdict().get("desc") or "",
         )
+        if match.re is _CARD_LINE:
+            owner = name
+            index.header_fields[name] = []
+
+
+def _field(match: re.Match[str]) -> dict[str, Any]:
+    return {
+        "name": match.group("name"),
+        "bits": match.group("bits"),
+        "access": match.group("access"),
+        "reset": match.group("reset"),
+        "description": (match.group("description") or "").strip(),
+    }
 
 
 # ---------------------------------------------------------------- lookup
@@ -589,6 +601,8 @@ def _describe_register(index: ChipIndex, name: str, header_instance: int = 0) ->
         # a field name (UART_CLKDIV_FRAG): answer with the register that holds it
         return {**_describe_register(index, owner), "matched_field": name.upper()}
     answer: dict[str, Any] = {"name": name.upper() if hit is None or hit[1] else documented}
+    header = next((m for m in defines if m.name in index.header_fields), None)
+    header_fields = index.header_fields[header.name] if header is not None else None
     if hit is not None:
         entry, instance = hit
         register = entry.register
@@ -598,17 +612,24 @@ def _describe_register(index: ChipIndex, name: str, header_instance: int = 0) ->
             instance=instance or None,
             address=_instance_address(register["address"], instance),
             address_as_documented=register["address"],
-            reset=register["reset"],
-            fields=register["fields"],
             chapter=entry.row["source_doc"],
             section_path=entry.row["section_path"],
             file_path=entry.row["file_path"],
             source_version=entry.row["source_version"],
             source_commit=entry.row["source_commit"],
         )
+        if header is not None and not instance:
+            instance = _instance_of(register, header.name)  # LEDC_CHn_CONF0_REG vs LEDC_CH0_CONF0_REG
+        manual: dict[str, Any] | None = {**register, "fields": _instance_fields(register["fields"], instance)}
     else:
-        answer.update(documented_as=None, address=None, reset=None, fields=[], chapter=None)
-        answer["note"] = "not found in the Technical Reference Manual; header definition only"
+        manual = None
+        answer.update(documented_as=None, address=None, chapter=None)
+        answer["note"] = (
+            "not in the Technical Reference Manual; fields and reset from the SoC header"
+            if header_fields
+            else "not in the Technical Reference Manual; header definition only (no field comments)"
+        )
+    answer.update(merge_views(manual, header_fields, header.file_path if header is not None else None))
     answer.update(_absolute_answer(index, answer, defines, header_instance))
     answer["header_defines"] = [
         {
@@ -754,6 +775,166 @@ def _address_not_found(index: ChipIndex, address: int) -> str:
         where = f"; it lies at {name} (0x{value:08X}) + 0x{address - value:X}"
     hint = " (an offset? pass peripheral=..., e.g. UART)" if address < _OFFSET_LIMIT else ""
     return f"no register at 0x{address:X} on {index.chip}{where}{hint}"
+
+
+# ---------------------------------------------------------------- one answer from manual and headers
+
+MANUAL = "manual"
+HEADERS = "headers"
+
+
+def merge_views(
+    manual: dict[str, Any] | None, header_fields: list[dict[str, Any]] | None, header_file: str | None
+) -> dict[str, Any]:
+    """The manual's register block and the header's field lines as one answer.
+
+    A field takes the manual's values where the manual documents it and the header's otherwise;
+    ``sources`` says who documents it, and every difference is listed in ``disagreements``
+    rather than resolved silently. The reset is the manual's when it gives one, else composed
+    from field defaults (headers first), and ``reset_from`` says which."""
+    manual_fields: list[dict[str, Any]] = (manual or {}).get("fields", [])
+    header_by_name = {f["name"]: f for f in header_fields or []}
+    documented = {f["name"] for f in manual_fields}
+    merged: list[dict[str, Any]] = []
+    for mine in manual_fields:  # manual order, reserved ranges included
+        theirs = header_by_name.get(mine["name"], {})
+        merged.append(
+            {
+                **mine,
+                "access": mine["access"] or theirs.get("access"),
+                "reset": mine["reset"] or theirs.get("reset"),
+                "description": mine["description"] or theirs.get("description") or "",
+                "sources": [MANUAL, HEADERS] if theirs else [MANUAL],
+            }
+        )
+    merged += [{**f, "sources": [HEADERS]} for f in header_fields or [] if f["name"] not in documented]
+    by_source: dict[str, str | None] = {}
+    if manual is not None:
+        by_source[MANUAL] = manual.get("reset")
+    composed_from = ""
+    if header_fields:
+        value, why = compose_reset(header_fields)
+        by_source[HEADERS] = f"0x{value:08X}" if value is not None else None
+        composed_from = why
+    if by_source.get(MANUAL):
+        reset, reset_from = by_source[MANUAL], "manual (Reset value)"
+    elif by_source.get(HEADERS):
+        reset, reset_from = by_source[HEADERS], "composed from the header's field defaults"
+    elif (
+        manual is not None and manual_fields and (composed := compose_reset(manual["fields"]))[0] is not None
+    ):
+        reset, reset_from = f"0x{composed[0]:08X}", "composed from the manual's field resets"
+    else:
+        reasons = [composed_from] if composed_from else []
+        reset, reset_from = (
+            None,
+            "; ".join(reasons) or "neither the manual nor the headers give field defaults",
+        )
+    return {
+        "reset": reset,
+        "reset_from": reset_from,
+        "reset_by_source": by_source,
+        "fields": merged,
+        "sources": {
+            MANUAL: "Technical Reference Manual" if manual is not None else None,
+            HEADERS: header_file if header_fields else None,
+        },
+        "disagreements": disagreements(manual, header_fields) if manual and header_fields else [],
+    }
+
+
+def disagreements(manual: dict[str, Any], header_fields: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Where the manual's register and the header's fields differ: reset, field existence (a field
+    only one side has, or renamed: same bits, other name), bit range, access, default."""
+    found: list[dict[str, Any]] = []
+    mine = {f["name"]: f for f in manual["fields"] if f["name"] != "(reserved)"}
+    theirs = {f["name"]: f for f in header_fields}
+    manual_reset = _int(manual.get("reset"))
+    header_reset, _ = compose_reset(header_fields)
+    if manual_reset is not None and header_reset is not None and manual_reset != header_reset:
+        found.append(
+            {
+                "kind": "reset differs",
+                MANUAL: manual["reset"],
+                HEADERS: f"0x{header_reset:08X}",
+                "note": "the header value is composed from field defaults; bits in no field count as 0",
+            }
+        )
+    only_manual = [n for n in mine if n not in theirs]
+    only_headers = [n for n in theirs if n not in mine]
+    for name in list(only_manual):
+        twin = next((h for h in only_headers if _same_bits(mine[name]["bits"], theirs[h]["bits"])), None)
+        if twin is not None:
+            found.append({"kind": "field renamed", MANUAL: name, HEADERS: twin, "bits": mine[name]["bits"]})
+            only_manual.remove(name)
+            only_headers.remove(twin)
+    found += [{"kind": "field only in manual", "field": n, "bits": mine[n]["bits"]} for n in only_manual]
+    found += [{"kind": "field only in headers", "field": n, "bits": theirs[n]["bits"]} for n in only_headers]
+    for name in mine.keys() & theirs.keys():
+        a, b = mine[name], theirs[name]
+        if not _same_bits(a["bits"], b["bits"]):
+            found.append({"kind": "bits differ", "field": name, MANUAL: a["bits"], HEADERS: b["bits"]})
+        if a["access"] and b["access"] and _norm_access(a["access"]) != _norm_access(b["access"]):
+            found.append({"kind": "access differs", "field": name, MANUAL: a["access"], HEADERS: b["access"]})
+        if (_int(a["reset"]), _int(b["reset"])) != (None, None) and _int(a["reset"]) != _int(b["reset"]):
+            found.append({"kind": "default differs", "field": name, MANUAL: a["reset"], HEADERS: b["reset"]})
+    return found
+
+
+def compose_reset(fields: list[dict[str, Any]]) -> tuple[int | None, str]:
+    """A register's reset value from its fields' defaults; (None, why) when one is undefined."""
+    value = 0
+    for item in fields:
+        span, default = _bit_span(item["bits"]), _int(item["reset"])
+        if span is None or default is None:
+            missing = "bit range" if span is None else "default"
+            return None, f"no reset: field {item['name']} has no {missing}"
+        high, low = span
+        value |= (default & ((1 << (high - low + 1)) - 1)) << low
+    return value, ""
+
+
+def _bit_span(bits: str | None) -> tuple[int, int] | None:
+    """``23:20`` -> (23, 20), ``3`` -> (3, 3), ``?`` -> None."""
+    if not bits or not re.fullmatch(r"\d+(?::\d+)?", bits):
+        return None
+    high, _, low = bits.partition(":")
+    return int(high), int(low or high)
+
+
+def _same_bits(a: str | None, b: str | None) -> bool:
+    return _bit_span(a) == _bit_span(b)
+
+
+def _norm_access(access: str) -> str:
+    return re.sub(r"\s+", "", access).upper()
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text, 16) if text else None
+    except ValueError:
+        return None
+
+
+def _instance_of(register: dict[str, Any], header_name: str) -> dict[str, str]:
+    """The instance a header macro is of a parameterised manual register (``CH0`` of ``CHn``)."""
+    pattern = parameter_regex(register["name"], register["parameters"])
+    match = pattern.match(header_name) if pattern is not None else None
+    return {k.removeprefix("p_"): v for k, v in match.groupdict().items()} if match else {}
+
+
+def _instance_fields(fields: list[dict[str, Any]], instance: dict[str, str]) -> list[dict[str, Any]]:
+    """Manual field names with the instance filled in (``LEDC_TIMER_SEL_CHn`` -> ``..._CH0``)."""
+    if not instance:
+        return fields
+    out = []
+    for item in fields:
+        name = item["name"]
+        for letter, value in instance.items():
+            name = re.sub(rf"(?<![a-z]){re.escape(letter)}(?![a-z])", value, name)
+        out.append({**item, "name": name})
+    return out
 
 
 def _compare_target(chip: str, revision: str | None, compare_with: str) -> tuple[str, str | None]:
