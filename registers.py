@@ -10,7 +10,9 @@ chips or ESP32-P4 revisions" as JSON. Everything is an exact filter on ``symbol_
 from __future__ import annotations
 
 import ast
+import bisect
 import difflib
+import itertools
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -41,6 +43,7 @@ _C_COMMENT = re.compile(r"/\*.*?\*/|//.*$")
 _MAX_ROWS = 200_000
 _OFFSET_LIMIT = 0x10000  # documented addresses below this are offsets from a peripheral base
 _INSTANCE_LIMIT = 16
+_MAX_INSTANCES = 256  # instances of one parameterised manual register put in the address map
 
 
 # ---------------------------------------------------------------- parsing the TRM rendering
@@ -346,6 +349,8 @@ class ChipIndex:
     _addresses: dict[int, list[tuple[str, int]]] | None = None
     _bases: dict[str, int] | None = None
     _field_owners: dict[str, list[str]] | None = None
+    _base_owners: list[tuple[int, list[str]]] | None = None
+    _chapter_bases: dict[tuple[str, str], tuple[int, str] | None] = field(default_factory=dict)
 
     def header_registers(self) -> list[Macro]:
         """Register macros (``X_REG``, ``X_REG(i)``, ``X_REG_1``), not base or field macros."""
@@ -376,13 +381,33 @@ class ChipIndex:
         return self._field_owners
 
     def addresses(self) -> dict[int, list[tuple[str, int]]]:
-        """Absolute address -> (header register name, instance), every real instance included."""
+        """Absolute address -> (register name, header instance): every header register at every real
+        instance, then every manual register the headers do not define (``AES_KEY_n_REG`` at each n,
+        a peripheral without a register header such as TWAI) at documented offset + peripheral base."""
         if self._addresses is None:
             self._addresses = defaultdict(list)
             for macro in self.header_registers():
-                for instance, value in enumerate(_instance_addresses(self, macro)):
+                for instance, value in _instance_addresses(self, macro):
                     self._addresses[value].append((macro.name, instance))
+            for name, value in _manual_addresses(self):
+                if (name, 0) not in self._addresses[value]:
+                    self._addresses[value].append((name, 0))
         return self._addresses
+
+    def base_owners(self) -> list[tuple[int, list[str]]]:
+        """Peripheral bases in address order, each with every ``DR_REG_*_BASE`` name it has."""
+        if self._base_owners is None:
+            owners: dict[int, list[str]] = defaultdict(list)
+            for name, value in self.bases().items():
+                owners[value].append(name)
+            self._base_owners = sorted((value, sorted(names)) for value, names in owners.items())
+        return self._base_owners
+
+    def owning_base(self, address: int) -> tuple[int, list[str]] | None:
+        """The highest base at or below ``address``: the peripheral block it lies in, if any."""
+        owners = self.base_owners()
+        position = bisect.bisect_right([value for value, _ in owners], address)
+        return owners[position - 1] if position else None
 
 
 def _is_base_macro(name: str) -> bool:
@@ -689,22 +714,101 @@ def _parse_offset(address: str | None) -> int | None:
 
 
 def _chapter_base(index: ChipIndex, file_path: str | None, name: str) -> tuple[int, str] | None:
-    """The peripheral base of a register, inferred from a sibling in the same chapter with the same
-    name prefix (a UART chapter also documents UHCI) that the headers define."""
+    """The peripheral base of a register: from a sibling in the same chapter with the same name
+    prefix (a UART chapter also documents UHCI) that the headers define, else ``DR_REG_<PREFIX>_BASE``
+    (or ``..0_BASE``) of reg_base.h for a peripheral without a register header (TWAI on ESP32-C3)."""
     if not file_path:
         return None
     prefix = name.split("_", 1)[0] + "_"
+    if (file_path, prefix) in index._chapter_bases:
+        return index._chapter_bases[(file_path, prefix)]
     votes: dict[tuple[int, str], int] = defaultdict(int)
-    for name, entries in index.trm.items():
+    for sibling, entries in index.trm.items():
         entry = entries[0]
-        if entry.row["file_path"] != file_path or name not in index.macros or not name.startswith(prefix):
+        if (
+            entry.row["file_path"] != file_path
+            or sibling not in index.macros
+            or not sibling.startswith(prefix)
+        ):
             continue
         offset = _parse_offset(entry.register["address"])
-        value = _absolute(index, index.macros[name])
+        value = _absolute(index, index.macros[sibling])
         if offset is None or value is None:
             continue
-        votes[(value - offset, _base_macro(index.macros[name].body) or "base")] += 1
-    return max(votes, key=lambda k: votes[k]) if votes else None
+        votes[(value - offset, _base_macro(index.macros[sibling].body) or "base")] += 1
+    found = max(votes, key=lambda k: votes[k]) if votes else _named_base(index, name)
+    index._chapter_bases[(file_path, prefix)] = found
+    return found
+
+
+def _named_base(index: ChipIndex, name: str) -> tuple[int, str] | None:
+    """``IO_MUX_PIN_CTRL_REG`` -> DR_REG_IO_MUX_BASE, ``TWAI_MODE_REG`` -> DR_REG_TWAI0_BASE: the
+    longest leading run of name tokens that reg_base.h names a base after."""
+    tokens = name.split("_")[:-1]
+    bases = index.bases()
+    for length in range(min(len(tokens), 4), 0, -1):
+        stem = "_".join(tokens[:length])
+        for candidate in (f"DR_REG_{stem}_BASE", f"DR_REG_{stem}0_BASE"):
+            if candidate in bases:
+                return bases[candidate], candidate
+    return None
+
+
+def _manual_addresses(index: ChipIndex) -> list[tuple[str, int]]:
+    """(name, absolute address) of manual registers the headers lack: each instance of a
+    parameterised register, at every base of its peripheral family from the chapter's base up
+    (TWAI0, TWAI1, ...)."""
+    found: list[tuple[str, int]] = []
+    for documented, entries in index.trm.items():
+        entry = entries[0]
+        register = entry.register
+        for name, instance in _manual_instances(register):
+            if name in index.macros and _instance_addresses(index, index.macros[name]):
+                continue  # the header's own address is in the map already
+            offset = _parse_offset(_instance_address(register["address"], instance))
+            if offset is None:
+                continue
+            if offset >= _OFFSET_LIMIT:
+                found.append((name, offset))
+                continue
+            base = _chapter_base(index, entry.row["file_path"], documented)
+            if base is not None:
+                found += [(name, value + offset) for value in _family_bases(index, base[0])]
+    return found
+
+
+def _manual_instances(register: dict[str, Any]) -> list[tuple[str, dict[str, str]]]:
+    """``AES_KEY_n_REG (n: 0-7)`` -> AES_KEY_0_REG .. AES_KEY_7_REG with their instance values;
+    a register without parameters is itself; one whose range is unknown has no instance."""
+    ranges = register["parameters"]
+    if not ranges and parameter_regex(register["name"], {}) is None:
+        return [(register["name"], {})]
+    if not ranges or any(r is None for r in ranges.values()):
+        return []
+    letters = list(ranges)
+    spans = [range(ranges[k][0], ranges[k][1] + 1) for k in letters]  # type: ignore[index]
+    out = []
+    for values in itertools.islice(itertools.product(*spans), _MAX_INSTANCES):
+        instance = {k: str(v) for k, v in zip(letters, values, strict=True)}
+        out.append((_fill_instance(register["name"], instance), instance))
+    return out
+
+
+def _fill_instance(name: str, instance: dict[str, str]) -> str:
+    """``LEDC_TIMER_SEL_CHn`` with n=0 -> ``LEDC_TIMER_SEL_CH0`` (parameters are lower-case)."""
+    for letter, value in instance.items():
+        name = re.sub(rf"(?<![a-z]){re.escape(letter)}(?![a-z])", value, name)
+    return name
+
+
+def _family_bases(index: ChipIndex, base: int) -> list[int]:
+    """``base`` and the later bases of the same peripheral family (UART -> UART1, UART2)."""
+    names = next((names for value, names in index.base_owners() if value == base), [])
+    stems = {_base_stem(n) for n in names}
+    later = [
+        value for value, names in index.base_owners() if value > base and stems & set(map(_base_stem, names))
+    ]
+    return [base, *later]
 
 
 def _unknown_name_message(index: ChipIndex, name: str) -> str:
@@ -741,30 +845,43 @@ def _base_stem(name: str) -> str:
     return re.sub(r"\d+", "", name.removeprefix("DR_REG_").removesuffix("_BASE")).rstrip("_")
 
 
-def _instance_addresses(index: ChipIndex, macro: Macro) -> list[int]:
-    """Instance 0, then instances 1.. while each lands on a base of the same peripheral family
-    (DR_REG_UART_BASE -> DR_REG_UART1_BASE): bases sit 4 KB apart, so a bare "is some base"
-    test would put UART4 on the I2C block."""
-    first = _absolute(index, macro, 0)
-    if first is None:
-        return []
-    found = [first]
+def _instance_addresses(index: ChipIndex, macro: Macro) -> list[tuple[int, int]]:
+    """(instance, address) of every instance that lands in a block of the macro's own peripheral
+    family (its ``DR_REG_*_BASE`` names): bases sit 4 KB apart, so a bare "is some base" test
+    would put UART2 of ESP32-C3 on the I2C block. Instances that evaluate outside every block
+    are skipped, not fatal: ESP32-C3's REG_SPI_BASE(i) is 0 except for i = 2 (GP-SPI2)."""
     if not macro.params:
-        return found
-    bases = index.bases()
-    below = [(value, name) for name, value in bases.items() if value <= first]
-    if not below:
-        return found
-    base0, name0 = max(below)
-    offset = first - base0
-    by_value = {value: name for name, value in bases.items()}
-    for instance in range(1, _INSTANCE_LIMIT):
+        value = _absolute(index, macro, 0)
+        return [(0, value)] if value is not None else []
+    stems = _family(index, macro)
+    found: list[tuple[int, int]] = []
+    for instance in range(_INSTANCE_LIMIT):
         value = _absolute(index, macro, instance)
-        base_name = by_value.get(value - offset) if value is not None else None
-        if base_name is None or _base_stem(base_name) != _base_stem(name0) or value in found:
-            break
-        found.append(value)
+        owner = index.owning_base(value) if value is not None else None
+        if value is None or owner is None or any(value == v for _, v in found):
+            continue
+        owner_stems = {_base_stem(n) for n in owner[1]}
+        if not stems:  # a numeric expression: the family is the first instance's block
+            stems = owner_stems
+        if stems & owner_stems:
+            found.append((instance, value))
     return found
+
+
+def _family(index: ChipIndex, macro: Macro) -> set[str]:
+    """Stems of the ``DR_REG_*_BASE`` names a macro's expansion reaches (``UART`` for UART_X_REG(i))."""
+    stems: set[str] = set()
+    queue, seen = [macro.body], set()
+    while queue:
+        for name in _C_IDENTIFIER.findall(queue.pop()):
+            if name in seen:
+                continue
+            seen.add(name)
+            if _BASE_NAME.fullmatch(name):
+                stems.add(_base_stem(name))
+            elif name in index.macros:
+                queue.append(index.macros[name].body)
+    return stems
 
 
 def _address_not_found(index: ChipIndex, address: int) -> str:
@@ -811,25 +928,25 @@ def merge_views(
     by_source: dict[str, str | None] = {}
     if manual is not None:
         by_source[MANUAL] = manual.get("reset")
-    composed_from = ""
+    reasons: list[str] = []
+    if manual is not None and _int(manual.get("reset")) is None:
+        reasons.append(f"manual: Reset value {manual.get('reset')!r}")
     if header_fields:
         value, why = compose_reset(header_fields)
         by_source[HEADERS] = f"0x{value:08X}" if value is not None else None
-        composed_from = why
-    if by_source.get(MANUAL):
+        reasons += [f"headers: {why}"] if why else []
+    elif manual is not None:
+        reasons.append("headers: no field comments for this register")
+    manual_composed = compose_reset(manual_fields) if manual_fields else (None, "")
+    reasons += [f"manual fields: {manual_composed[1]}"] if manual_composed[1] else []
+    if _int(by_source.get(MANUAL)) is not None:  # not "see fields"
         reset, reset_from = by_source[MANUAL], "manual (Reset value)"
     elif by_source.get(HEADERS):
         reset, reset_from = by_source[HEADERS], "composed from the header's field defaults"
-    elif (
-        manual is not None and manual_fields and (composed := compose_reset(manual["fields"]))[0] is not None
-    ):
-        reset, reset_from = f"0x{composed[0]:08X}", "composed from the manual's field resets"
+    elif manual_composed[0] is not None:
+        reset, reset_from = f"0x{manual_composed[0]:08X}", "composed from the manual's field resets"
     else:
-        reasons = [composed_from] if composed_from else []
-        reset, reset_from = (
-            None,
-            "; ".join(reasons) or "neither the manual nor the headers give field defaults",
-        )
+        reset, reset_from = None, "unknown: " + ("; ".join(reasons) or "no source documents fields")
     return {
         "reset": reset,
         "reset_from": reset_from,
@@ -928,13 +1045,7 @@ def _instance_fields(fields: list[dict[str, Any]], instance: dict[str, str]) -> 
     """Manual field names with the instance filled in (``LEDC_TIMER_SEL_CHn`` -> ``..._CH0``)."""
     if not instance:
         return fields
-    out = []
-    for item in fields:
-        name = item["name"]
-        for letter, value in instance.items():
-            name = re.sub(rf"(?<![a-z]){re.escape(letter)}(?![a-z])", value, name)
-        out.append({**item, "name": name})
-    return out
+    return [{**item, "name": _fill_instance(item["name"], instance)} for item in fields]
 
 
 def _compare_target(chip: str, revision: str | None, compare_with: str) -> tuple[str, str | None]:
@@ -1004,12 +1115,24 @@ def lookup_register(
         names = _registers_at(index, target, peripheral)
         if not names:
             raise ValueError(_address_not_found(index, target))
-        answer = _describe_register(index, names[0][0], header_instance=names[0][1])
+        answers = [_describe_register(index, n, header_instance=i) for n, i in names]
+        # an alias without fields (ESP32's IO_MUX_GPIO37_REG = PERIPHS_IO_MUX_...) yields to the
+        # name that documents the layout
+        best = max(range(len(answers)), key=lambda k: (bool(answers[k]["fields"]), -k))
+        answer = answers[best]
         answer["queried_address"] = f"0x{target:X}" + (f" in {peripheral}" if peripheral else "")
-        if names[0][1]:
-            answer["queried_instance"] = names[0][1]  # e.g. UART2 of UART_CLKDIV_REG(i)
+        if names[best][1]:
+            answer["queried_instance"] = names[best][1]  # e.g. UART2 of UART_CLKDIV_REG(i)
         if len(names) > 1:
-            answer["also_at_this_address"] = [name for name, _ in names[1:]]
+            answer["also_at_this_address"] = [n for k, (n, _) in enumerate(names) if k != best]
+        if peripheral is None and answer["address_absolute"] != f"0x{target:08X}":
+            owner = index.owning_base(target)
+            assert owner is not None  # the address map only holds addresses inside a block
+            answer["absolute_from"] = (
+                f"the queried address: {owner[1][0]} (0x{owner[0]:08X}) + 0x{target - owner[0]:X}, "
+                f"the documented offset in this instance of the peripheral"
+            )
+            answer["address_absolute"] = f"0x{target:08X}"
     else:
         answer = _describe_register(index, _validate_identifier(name, "name"))  # type: ignore[arg-type]
     answer = {"chip": chip_id, "revision": rev, "revision_scope": _revision_scope(chip_id, rev), **answer}
