@@ -39,6 +39,7 @@ _INTEGER_SUFFIX = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b")
 _INTEGER = re.compile(r"0[xX][0-9a-fA-F]+|\d+")
 _NOT_ARITHMETIC = re.compile(r"[^0-9a-fA-FxX+\-*/()<>|&~?:=! \t]|!(?!=)")
 _BASE_NAME = re.compile(r"DR_REG_\w+_BASE")
+_REGISTER_NAME = re.compile(r"_REG(?:_\d+)?$")  # X_REG, X_REG_1; not SET_PERI_REG_MASK
 _C_COMMENT = re.compile(r"/\*.*?\*/|//.*$")
 _MAX_ROWS = 200_000
 _OFFSET_LIMIT = 0x10000  # documented addresses below this are offsets from a peripheral base
@@ -353,11 +354,15 @@ class ChipIndex:
     _chapter_bases: dict[tuple[str, str], tuple[int, str] | None] = field(default_factory=dict)
 
     def header_registers(self) -> list[Macro]:
-        """Register macros (``X_REG``, ``X_REG(i)``, ``X_REG_1``), not base or field macros."""
+        """Register macros (``X_REG``, ``X_REG(i)``, ``X_REG_1``), not base, field or accessor macros."""
         return [
             m
             for m in self.macros.values()
-            if m.name.endswith("_REG") or ("_REG_" in m.name and not _is_base_macro(m.name))
+            if _REGISTER_NAME.search(m.name)
+            and not _is_base_macro(m.name)
+            # READ_PERI_REG(addr), IS_DPORT_REG(r) and friends are accessors and predicates
+            and not m.body.startswith(("do", "({"))
+            and not m.name.startswith(("IS_", "ASSERT_"))
         ]
 
     def bases(self) -> dict[str, int]:
@@ -578,7 +583,7 @@ def _field_owner(index: ChipIndex, name: str) -> str | None:
 def _header_defines(index: ChipIndex, name: str, documented: str | None) -> list[Macro]:
     """Header macros for the register: the exact name, the documented name, or the instance's family."""
     found: list[Macro] = []
-    for candidate in dict.fromkeys(c for c in (name.upper(), documented) if c):
+    for candidate in dict.fromkeys(c for c in (name, name.upper(), documented) if c):  # GPIO_cali_conf_REG
         if candidate in index.macros:
             found.append(index.macros[candidate])
     if not found and documented:
@@ -701,7 +706,33 @@ def _absolute_answer(
             "address_absolute": f"0x{base[0] + offset:08X}",
             "absolute_from": f"documented offset + {base[1]} (0x{base[0]:08X})",
         }
+    missing = sorted({name for macro in defines for name in undefined_names(index, macro)})
+    if missing:
+        scope = index.chip + (f" {index.revision}" if index.revision else "")
+        why = f"the header expression uses {', '.join(missing)}, which no {scope} header defines"
+        return {"address_absolute": None, "absolute_from": why}
     return {"address_absolute": None, "absolute_from": "peripheral base unknown"}
+
+
+def undefined_names(index: ChipIndex, macro: Macro) -> list[str]:
+    """Identifiers a macro's expansion needs that no header of the chip defines (upstream holes
+    such as ESP32-C3's DR_REG_GPIO_SD_BASE): why an address cannot be computed."""
+    missing: list[str] = []
+    queue, seen = [macro], {macro.name}
+    while queue:
+        current = queue.pop()
+        for match in _C_IDENTIFIER.finditer(current.body):
+            name = match.group(0)
+            if name in seen or name in (current.params or ()) or name == "BIT":
+                continue
+            if _inside_number(current.body, match.start()):
+                continue
+            seen.add(name)
+            if name in index.macros:
+                queue.append(index.macros[name])
+            else:
+                missing.append(name)
+    return missing
 
 
 def _parse_offset(address: str | None) -> int | None:
@@ -879,7 +910,7 @@ def _family(index: ChipIndex, macro: Macro) -> set[str]:
             seen.add(name)
             if _BASE_NAME.fullmatch(name):
                 stems.add(_base_stem(name))
-            elif name in index.macros:
+            if name in index.macros:  # DR_REG_TIMG_BASE(i) -> DR_REG_TIMERGROUP0_BASE
                 queue.append(index.macros[name].body)
     return stems
 

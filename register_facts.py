@@ -1,0 +1,252 @@
+"""Audit the register tool over a whole store: does every register answer, at its address, with
+fields and a reset, and where do the manual and the headers disagree?
+
+    uv run register_facts.py addresses [--db URI] [--chip esp32c3 ...] [--min-share 1.0]
+    uv run register_facts.py census [--db URI] [--chip ...] [--report register_census.md]
+
+``addresses`` walks every register macro of every chip's headers (each real instance of a
+parameterised one) through ``lookup_register(address=...)`` and reports, per chip and revision,
+how many come back as themselves; exit 2 below ``--min-share``. ``census`` asks for every header
+register by name (the share answering with fields and a reset value) and for every manual
+register (the share whose layout agrees with the headers), and writes every disagreement to a
+Markdown report a person can read. Both drive the same code path as the MCP tool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+import registers
+from chip_vocab import chips, validate_chip
+from embed_and_store import StoreError, open_store, resolve_db_uri
+
+
+@dataclass
+class Coverage:
+    """Address-map coverage of one chip (at one revision)."""
+
+    scope: str
+    checked: int = 0
+    resolved: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (register[instance], why)
+
+    @property
+    def share(self) -> float:
+        return self.resolved / self.checked if self.checked else 1.0
+
+
+def scopes(chip_ids: list[str]) -> list[tuple[str, str | None]]:
+    """(chip, revision) pairs to audit: one per chip, one per revision where a chip has several."""
+    out: list[tuple[str, str | None]] = []
+    for chip in chip_ids:
+        published = chips()[chip].revisions
+        out += [(chip, rev) for rev in published] if len(published) > 1 else [(chip, None)]
+    return out
+
+
+def _label(chip: str, revision: str | None) -> str:
+    return chip + (f" {revision}" if revision else "")
+
+
+def address_coverage(table: Any, chip: str, revision: str | None) -> Coverage:
+    """Every header register instance, looked up by its own address, must answer with its name
+    (or list it among the registers sharing that address)."""
+    index = registers.chip_index(table, chip, revision)
+    coverage = Coverage(_label(chip, revision))
+    for macro in sorted(index.header_registers(), key=lambda m: m.name):
+        instances = registers._instance_addresses(index, macro)
+        if not instances:
+            coverage.checked += 1
+            coverage.failures.append((macro.name, _no_address_reason(table, chip, revision, macro)))
+            continue
+        for instance, address in instances:
+            coverage.checked += 1
+            label = f"{macro.name}({instance})" if macro.params else macro.name
+            try:
+                answer = registers.lookup_register(table, chip, address=address, revision=revision)
+            except ValueError as error:
+                coverage.failures.append((label, str(error)))
+                continue
+            names = {answer["name"], *answer.get("also_at_this_address", [])}
+            if macro.name in names:
+                coverage.resolved += 1
+            else:
+                coverage.failures.append((label, f"0x{address:08X} answers {answer['name']}"))
+    return coverage
+
+
+def _no_address_reason(table: Any, chip: str, revision: str | None, macro: registers.Macro) -> str:
+    """Why a header register has no address: the name lookup's own account of it."""
+    try:
+        answer = registers.lookup_register(table, chip, name=macro.name, revision=revision)
+    except ValueError as error:
+        return str(error)
+    return f"{macro.name} = {macro.body}: not computable ({answer['absolute_from']})"
+
+
+@dataclass
+class Census:
+    """Per chip: header registers answering with fields and reset; manual registers agreeing."""
+
+    scope: str
+    header_registers: int = 0
+    header_complete: int = 0
+    header_gaps: list[tuple[str, str]] = field(default_factory=list)
+    manual_registers: int = 0
+    manual_compared: int = 0  # manual registers the headers also describe field by field
+    manual_agree: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+    disagreements: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
+def census(table: Any, chip: str, revision: str | None) -> Census:
+    index = registers.chip_index(table, chip, revision)
+    result = Census(_label(chip, revision))
+    for macro in sorted(index.header_registers(), key=lambda m: m.name):
+        result.header_registers += 1
+        try:
+            answer = registers.lookup_register(table, chip, name=macro.name, revision=revision)
+        except ValueError as error:
+            result.header_gaps.append((macro.name, str(error)))
+            continue
+        if answer["fields"] and answer["reset"] is not None:
+            result.header_complete += 1
+        else:
+            why = "no fields" if not answer["fields"] else answer["reset_from"]
+            result.header_gaps.append((macro.name, why))
+    for name in sorted(index.trm):
+        result.manual_registers += 1
+        answer = registers.lookup_register(table, chip, name=_first_instance(index, name), revision=revision)
+        if answer["sources"][registers.HEADERS] is None:
+            continue
+        result.manual_compared += 1
+        if not answer["disagreements"]:
+            result.manual_agree += 1
+        for item in answer["disagreements"]:
+            result.kinds[item["kind"]] += 1
+            result.disagreements.append((answer["name"], item))
+    return result
+
+
+def _first_instance(index: registers.ChipIndex, name: str) -> str:
+    """A parameterised manual register is compared at its first instance the headers define."""
+    instances = registers._manual_instances(index.trm[name][0].register)
+    defined = [n for n, _ in instances if n in index.macros]
+    return defined[0] if defined else name
+
+
+def render_report(results: list[Census]) -> str:
+    """The census as Markdown: a summary table, the disagreement classes, then every disagreement."""
+    lines = [
+        "# Register census: headers vs manual",
+        "",
+        "| chip | header registers with fields + reset | manual registers compared | agree with headers |",
+        "|---|---|---|---|",
+    ]
+    for r in results:
+        complete = f"{r.header_complete}/{r.header_registers} ({_pct(r.header_complete, r.header_registers)})"
+        agree = f"{r.manual_agree}/{r.manual_compared} ({_pct(r.manual_agree, r.manual_compared)})"
+        lines.append(f"| {r.scope} | {complete} | {r.manual_compared}/{r.manual_registers} | {agree} |")
+    totals: Counter[str] = Counter()
+    for r in results:
+        totals.update(r.kinds)
+    lines += [
+        "",
+        "## Disagreement classes",
+        "",
+        "| class | " + " | ".join(r.scope for r in results) + " | all |",
+    ]
+    lines.append("|---" * (len(results) + 2) + "|")
+    for kind, total in totals.most_common():
+        lines.append(f"| {kind} | " + " | ".join(str(r.kinds[kind]) for r in results) + f" | {total} |")
+    for r in results:
+        lines += ["", f"## {r.scope}: disagreements ({len(r.disagreements)})", ""]
+        for register, item in r.disagreements:
+            details = ", ".join(f"{k} {v}" for k, v in item.items() if k not in ("kind", "note"))
+            lines.append(f"- {register}: {item['kind']}: {details}")
+        lines += ["", f"### {r.scope}: header registers without fields or reset ({len(r.header_gaps)})", ""]
+        lines += [f"- {name}: {why}" for name, why in r.header_gaps]
+    return "\n".join(lines) + "\n"
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{part / whole:.1%}" if whole else "n/a"
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def _open(db: str | None) -> Any:
+    try:
+        return open_store(resolve_db_uri(db))
+    except StoreError as error:
+        raise SystemExit(f"error: {error}") from error
+
+
+def _chips(names: list[str] | None) -> list[str]:
+    try:
+        return [validate_chip(n) for n in names] if names else list(chips())
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from error
+
+
+def _cmd_addresses(args: argparse.Namespace) -> int:
+    table = _open(args.db)
+    results = [address_coverage(table, c, r) for c, r in tqdm(scopes(_chips(args.chip)), desc="address map")]
+    for cov in results:
+        print(f"{cov.scope:18s} {cov.resolved:6d}/{cov.checked:6d} {cov.share:7.2%}")
+        for label, why in cov.failures[: args.show]:
+            print(f"    {label}: {why}")
+    checked = sum(c.checked for c in results)
+    resolved = sum(c.resolved for c in results)
+    share = resolved / checked if checked else 1.0
+    print(
+        f"address map: {resolved}/{checked} header register instances ({share:.2%}) answer at their address"
+    )
+    return 0 if share >= args.min_share else 2
+
+
+def _cmd_census(args: argparse.Namespace) -> int:
+    table = _open(args.db)
+    results = [census(table, c, r) for c, r in tqdm(scopes(_chips(args.chip)), desc="census")]
+    for r in results:
+        print(
+            f"{r.scope:18s} header fields+reset {r.header_complete:5d}/{r.header_registers:5d} "
+            f"({_pct(r.header_complete, r.header_registers)}); manual agrees {r.manual_agree:5d}/"
+            f"{r.manual_compared:5d} ({_pct(r.manual_agree, r.manual_compared)})"
+        )
+    Path(args.report).write_text(render_report(results), encoding="utf-8")
+    complete = sum(r.header_complete for r in results)
+    total = sum(r.header_registers for r in results)
+    print(
+        f"census: {complete}/{total} header registers answer with fields and reset; report -> {args.report}"
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("addresses", "census"):
+        cmd = sub.add_parser(name)
+        cmd.add_argument("--db", help="LanceDB URI (default $ESP32_DOCS_DB or ./esp_docs.lancedb)")
+        cmd.add_argument("--chip", action="append", help="limit to this chip (repeatable)")
+    addresses, census_cmd = sub.choices["addresses"], sub.choices["census"]
+    addresses.add_argument("--min-share", type=float, default=1.0, help="exit 2 below this share")
+    addresses.add_argument("--show", type=int, default=10, help="failures to print per chip")
+    census_cmd.add_argument("--report", default="register_census.md", help="Markdown report to write")
+    args = parser.parse_args(argv)
+    return _cmd_addresses(args) if args.command == "addresses" else _cmd_census(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
