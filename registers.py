@@ -524,17 +524,21 @@ def _parse_address(address: str | int) -> int:
     if isinstance(address, bool):
         raise ValueError(f"address must be a number such as 0x60004000, got {address!r}")
     if isinstance(address, int):
-        return address
-    text = str(address).strip().replace("_", "").replace("'", "")
-    try:
-        return int(text, 0)
-    except ValueError:
+        value = address
+    else:
+        text = str(address).strip().replace("_", "").replace("'", "")
         try:
-            return int(text, 16)
+            value = int(text, 0)
         except ValueError:
-            raise ValueError(
-                f"address must be a number such as 0x60004000 or 0x38, got {address!r}"
-            ) from None
+            try:
+                value = int(text, 16)
+            except ValueError:
+                raise ValueError(
+                    f"address must be a number such as 0x60004000 or 0x38, got {address!r}"
+                ) from None
+    if not 0 <= value <= 0xFFFFFFFF:
+        raise ValueError(f"address must lie in 0x0-0xFFFFFFFF (32-bit), got {address!r}")
+    return value
 
 
 def _resolve_revision(chip: str, revision: str | None) -> str | None:
@@ -627,11 +631,18 @@ def _describe_register(index: ChipIndex, name: str, header_instance: int = 0) ->
     if hit is None and not defines:
         owner = _field_owner(index, name)
         if owner is None:
-            raise ValueError(_unknown_name_message(index, name))
+            raise UnknownRegister(_unknown_name_message(index, name))
         # a field name (UART_CLKDIV_FRAG): answer with the register that holds it
         return {**_describe_register(index, owner), "matched_field": name.upper()}
     answer: dict[str, Any] = {"name": name.upper() if hit is None or hit[1] else documented}
-    header = next((m for m in defines if m.name in index.header_fields), None)
+    # only a define of this very register gives its address and fields; a sibling instance
+    # (AES_KEY_3_REG when AES_KEY_0_REG is asked) is listed in header_defines, nothing more
+    exact = [
+        m for m in defines if m.name in (name, name.upper(), documented if not (hit and hit[1]) else None)
+    ]
+    header = next((m for m in exact if m.name in index.header_fields), None)
+    if header is None and hit is not None and not hit[1]:  # the manual's own name, e.g. LEDC_CHn_CONF0_REG
+        header = next((m for m in defines if m.name in index.header_fields), None)
     header_fields = index.header_fields[header.name] if header is not None else None
     if hit is not None:
         entry, instance = hit
@@ -660,7 +671,7 @@ def _describe_register(index: ChipIndex, name: str, header_instance: int = 0) ->
             else "not in the Technical Reference Manual; header definition only (no field comments)"
         )
     answer.update(merge_views(manual, header_fields, header.file_path if header is not None else None))
-    answer.update(_absolute_answer(index, answer, defines, header_instance))
+    answer.update(_absolute_answer(index, answer, exact, header_instance))
     answer["header_defines"] = [
         {
             "name": m.name + (f"({', '.join(m.params)})" if m.params is not None else ""),
@@ -706,18 +717,18 @@ def _absolute_answer(
             "address_absolute": f"0x{base[0] + offset:08X}",
             "absolute_from": f"documented offset + {base[1]} (0x{base[0]:08X})",
         }
-    missing = sorted({name for macro in defines for name in undefined_names(index, macro)})
-    if missing:
-        scope = index.chip + (f" {index.revision}" if index.revision else "")
-        why = f"the header expression uses {', '.join(missing)}, which no {scope} header defines"
-        return {"address_absolute": None, "absolute_from": why}
+    problems = sorted({problem for macro in defines for problem in expression_problems(index, macro)})
+    if problems:
+        return {"address_absolute": None, "absolute_from": "the header expression " + "; ".join(problems)}
     return {"address_absolute": None, "absolute_from": "peripheral base unknown"}
 
 
-def undefined_names(index: ChipIndex, macro: Macro) -> list[str]:
-    """Identifiers a macro's expansion needs that no header of the chip defines (upstream holes
-    such as ESP32-C3's DR_REG_GPIO_SD_BASE): why an address cannot be computed."""
-    missing: list[str] = []
+def expression_problems(index: ChipIndex, macro: Macro) -> list[str]:
+    """Why a macro's address cannot be computed: names no header of the chip defines (upstream
+    holes such as ESP32-C3's DR_REG_GPIO_SD_BASE), function-like macros used without arguments
+    (ESP32-H21's DR_REG_UHCI_BASE(i))."""
+    scope = index.chip + (f" {index.revision}" if index.revision else "")
+    problems: list[str] = []
     queue, seen = [macro], {macro.name}
     while queue:
         current = queue.pop()
@@ -728,11 +739,14 @@ def undefined_names(index: ChipIndex, macro: Macro) -> list[str]:
             if _inside_number(current.body, match.start()):
                 continue
             seen.add(name)
-            if name in index.macros:
-                queue.append(index.macros[name])
-            else:
-                missing.append(name)
-    return missing
+            if name not in index.macros:
+                problems.append(f"uses {name}, which no {scope} header defines")
+                continue
+            called = current.body[match.end() :].lstrip().startswith("(")
+            if index.macros[name].params is not None and not called:
+                problems.append(f"uses {name} without arguments, but it is defined as {name}(...)")
+            queue.append(index.macros[name])
+    return problems
 
 
 def _parse_offset(address: str | None) -> int | None:
@@ -916,13 +930,49 @@ def _family(index: ChipIndex, macro: Macro) -> set[str]:
 
 
 def _address_not_found(index: ChipIndex, address: int) -> str:
-    below = [(v, n) for n, v in index.bases().items() if v <= address]
-    where = ""
-    if below:
-        value, name = max(below)
-        where = f"; it lies at {name} (0x{value:08X}) + 0x{address - value:X}"
+    """Why nothing answers at ``address``: below every peripheral, a block nothing documents, a
+    reserved gap between two named registers, or past the last register of its block."""
+    head = f"no register at 0x{address:X} on {index.chip}"
     hint = " (an offset? pass peripheral=..., e.g. UART)" if address < _OFFSET_LIMIT else ""
-    return f"no register at 0x{address:X} on {index.chip}{where}{hint}"
+    owners = index.base_owners()
+    owner = index.owning_base(address)
+    if owner is None:
+        lowest = f"; the lowest peripheral base is {owners[0][1][0]} (0x{owners[0][0]:08X})" if owners else ""
+        return f"{head}: it lies below every peripheral base in reg_base.h{lowest}{hint}"
+    base, names = owner
+    following = [value for value, _ in owners if value > base]
+    end = following[0] if following else 1 << 32
+    where = f"{head}; it lies at {names[0]} (0x{base:08X}) + 0x{address - base:X}"
+    mapped = index.addresses()
+    block = sorted(a for a in mapped if base <= a < end)
+    if not block:
+        return f"{where}, a block in which neither the manual nor the headers place any register{hint}"
+    earlier = [a for a in block if a < address]
+    later = [a for a in block if a > address]
+    if not later:
+        last = block[-1]
+        return (
+            f"{where}, past the last register of that block ({mapped[last][0][0]} at 0x{last:08X}): "
+            f"outside every documented register map{hint}"
+        )
+    if not earlier:
+        return f"{where}, before its first register ({mapped[later[0]][0][0]} at 0x{later[0]:08X}){hint}"
+    return (
+        f"{where}, a reserved gap between {mapped[earlier[-1]][0][0]} (0x{earlier[-1]:08X}) and "
+        f"{mapped[later[0]][0][0]} (0x{later[0]:08X}){hint}"
+    )
+
+
+class UnknownRegister(ValueError):
+    """A register name the chip's manual and headers do not have."""
+
+
+def _elsewhere(table: Any, name: str, chip: str) -> str:
+    """Which other chips' manuals or headers have a register ``name``: a question asked for the
+    wrong chip should say so. ``name`` is a validated identifier."""
+    where = f"doc_type IN ('trm', 'src') AND array_has(symbol_refs, {_quote(name.upper())})"
+    found = sorted({c for row in _rows(table, where, ["chips"]) for c in row["chips"]} - {chip})
+    return f"; it exists on {', '.join(found)}" if found else ""
 
 
 # ---------------------------------------------------------------- one answer from manual and headers
@@ -941,11 +991,11 @@ def merge_views(
     rather than resolved silently. The reset is the manual's when it gives one, else composed
     from field defaults (headers first), and ``reset_from`` says which."""
     manual_fields: list[dict[str, Any]] = (manual or {}).get("fields", [])
-    header_by_name = {f["name"]: f for f in header_fields or []}
-    documented = {f["name"] for f in manual_fields}
+    header_by_name = {_field_key(f["name"]): f for f in header_fields or []}
+    documented = {_field_key(f["name"]) for f in manual_fields}
     merged: list[dict[str, Any]] = []
     for mine in manual_fields:  # manual order, reserved ranges included
-        theirs = header_by_name.get(mine["name"], {})
+        theirs = header_by_name.get(_field_key(mine["name"]), {})
         merged.append(
             {
                 **mine,
@@ -955,7 +1005,9 @@ def merge_views(
                 "sources": [MANUAL, HEADERS] if theirs else [MANUAL],
             }
         )
-    merged += [{**f, "sources": [HEADERS]} for f in header_fields or [] if f["name"] not in documented]
+    merged += [
+        {**f, "sources": [HEADERS]} for f in header_fields or [] if _field_key(f["name"]) not in documented
+    ]
     by_source: dict[str, str | None] = {}
     if manual is not None:
         by_source[MANUAL] = manual.get("reset")
@@ -995,8 +1047,8 @@ def disagreements(manual: dict[str, Any], header_fields: list[dict[str, Any]]) -
     """Where the manual's register and the header's fields differ: reset, field existence (a field
     only one side has, or renamed: same bits, other name), bit range, access, default."""
     found: list[dict[str, Any]] = []
-    mine = {f["name"]: f for f in manual["fields"] if f["name"] != "(reserved)"}
-    theirs = {f["name"]: f for f in header_fields}
+    mine = {_field_key(f["name"]): f for f in manual["fields"] if f["name"] != "(reserved)"}
+    theirs = {_field_key(f["name"]): f for f in header_fields}
     manual_reset = _int(manual.get("reset"))
     header_reset, _ = compose_reset(header_fields)
     if manual_reset is not None and header_reset is not None and manual_reset != header_reset:
@@ -1018,13 +1070,13 @@ def disagreements(manual: dict[str, Any], header_fields: list[dict[str, Any]]) -
             only_headers.remove(twin)
     found += [{"kind": "field only in manual", "field": n, "bits": mine[n]["bits"]} for n in only_manual]
     found += [{"kind": "field only in headers", "field": n, "bits": theirs[n]["bits"]} for n in only_headers]
-    for name in mine.keys() & theirs.keys():
+    for name in sorted(mine.keys() & theirs.keys()):
         a, b = mine[name], theirs[name]
         if not _same_bits(a["bits"], b["bits"]):
             found.append({"kind": "bits differ", "field": name, MANUAL: a["bits"], HEADERS: b["bits"]})
         if a["access"] and b["access"] and _norm_access(a["access"]) != _norm_access(b["access"]):
             found.append({"kind": "access differs", "field": name, MANUAL: a["access"], HEADERS: b["access"]})
-        if (_int(a["reset"]), _int(b["reset"])) != (None, None) and _int(a["reset"]) != _int(b["reset"]):
+        if None not in (_int(a["reset"]), _int(b["reset"])) and _int(a["reset"]) != _int(b["reset"]):
             found.append({"kind": "default differs", "field": name, MANUAL: a["reset"], HEADERS: b["reset"]})
     return found
 
@@ -1048,6 +1100,11 @@ def _bit_span(bits: str | None) -> tuple[int, int] | None:
         return None
     high, _, low = bits.partition(":")
     return int(high), int(low or high)
+
+
+def _field_key(name: str) -> str:
+    """A field name compared across sources: the manual's rendering can keep stray punctuation."""
+    return re.sub(r"[^A-Z0-9_]", "", name.upper())
 
 
 def _same_bits(a: str | None, b: str | None) -> bool:
@@ -1143,6 +1200,12 @@ def lookup_register(
         if peripheral is not None:
             _validate_identifier(peripheral, "peripheral")
         target = _parse_address(address)
+        if target % 4 and target not in index.addresses():  # CLIC's byte registers are real
+            aligned = _registers_at(index, target & ~3, peripheral)
+            inside = f"; 0x{target & ~3:X} holds {aligned[0][0]}" if aligned else ""
+            raise ValueError(
+                f"address 0x{target:X} is not 32-bit aligned: registers sit at multiples of 4{inside}"
+            )
         names = _registers_at(index, target, peripheral)
         if not names:
             raise ValueError(_address_not_found(index, target))
@@ -1165,7 +1228,11 @@ def lookup_register(
             )
             answer["address_absolute"] = f"0x{target:08X}"
     else:
-        answer = _describe_register(index, _validate_identifier(name, "name"))  # type: ignore[arg-type]
+        register = _validate_identifier(name, "name")  # type: ignore[arg-type]
+        try:
+            answer = _describe_register(index, register)
+        except UnknownRegister as error:
+            raise UnknownRegister(str(error) + _elsewhere(table, register, chip_id)) from None
     answer = {"chip": chip_id, "revision": rev, "revision_scope": _revision_scope(chip_id, rev), **answer}
     if compare_with is not None:
         other_chip, other_rev = _compare_target(chip_id, rev, compare_with)

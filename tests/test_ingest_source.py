@@ -43,22 +43,27 @@ def test_rows_are_valid_src_rows_with_provenance(rows: list[dict[str, Any]]) -> 
 def test_register_header_becomes_a_card_with_address_expressions(rows: list[dict[str, Any]]) -> None:
     (card,) = _by_path(rows, "esp32c3/register/soc/uart_reg.h")
     body = card["text"].split("\n\n", 1)[1]
-    assert body.splitlines() == [
+    lines = body.splitlines()
+    assert lines[:5] == [
         "UART_FIFO_REG(i) = REG_UART_BASE(i) + 0x0  // FIFO data register",
         "- UART_RXFIFO_RD_BYTE [7:0] (RO) reset 0x0: UART $n accesses FIFO via this register.",
         "UART_CLKDIV_REG(i) = REG_UART_BASE(i) + 0x14  // Clock divider configuration",
         "- UART_CLKDIV [11:0] (R/W) reset 0x2B6: The integral part of the frequency divider factor.",
         "- UART_CLKDIV_FRAG [23:20] (R/W) reset 0x0: The decimal part of the frequency divider factor.",
     ]
+    # defaults in decimal (34636400) become hex; bits come from _S/_V (BIT(31) -> [31])
+    assert "- UART_DATE [27:0] (R/W) reset 0x2108270: Version control register." in lines
+    assert "- UART_DATE_FLAG [31] (RO) reset 0x1: Set on production silicon." in lines
     assert "_M" not in card["text"] and "bitpos" not in card["text"]
-    # field names stay findable through symbol_refs, registers first
-    assert card["symbol_refs"] == [
+    # field names stay findable through symbol_refs, each after its register
+    assert card["symbol_refs"][:5] == [
         "UART_FIFO_REG",
         "UART_RXFIFO_RD_BYTE",
         "UART_CLKDIV_REG",
         "UART_CLKDIV",
         "UART_CLKDIV_FRAG",
     ]
+    assert card["symbol_refs"][-3:] == ["UART_DATE_REG", "UART_DATE", "UART_DATE_FLAG"]
     assert card["file_refs"] == ["soc/soc.h"]
 
 
