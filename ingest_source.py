@@ -381,7 +381,8 @@ def field_line(name: str, comment: str, values: dict[str, str]) -> str:
 
 
 _FIELD_DOC = re.compile(
-    rf"/\*+\s*(?P<name>{IDENT})\s*:\s*(?P<access>[^;]*?)\s*;\s*bitpos\s*:\s*\[(?P<bits>[^\]]*)\]\s*;"
+    # "bitpos:43]" (ESP32 dport_reg.h) and "bitpos: [3] for DATE == ... (rev 1.2)" occur upstream
+    rf"/\*+\s*(?P<name>{IDENT})\s*:\s*(?P<access>[^;]*?)\s*;\s*bitpos\s*:\s*\[?(?P<bits>[\d:\s]*)\]?[^;]*;"
     r"\s*default\s*:\s*(?P<default>[^;]*?)\s*;",
     re.S,
 )

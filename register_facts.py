@@ -105,9 +105,11 @@ class Census:
     header_registers: int = 0
     header_complete: int = 0
     header_gaps: list[tuple[str, str]] = field(default_factory=list)
+    gap_kinds: Counter[str] = field(default_factory=Counter)
     manual_registers: int = 0
     manual_compared: int = 0  # manual registers the headers also describe field by field
     manual_agree: int = 0
+    manual_unanswered: list[tuple[str, str]] = field(default_factory=list)
     kinds: Counter[str] = field(default_factory=Counter)
     disagreements: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
@@ -124,12 +126,24 @@ def census(table: Any, chip: str, revision: str | None) -> Census:
             continue
         if answer["fields"] and answer["reset"] is not None:
             result.header_complete += 1
+            continue
+        why = "no fields" if not answer["fields"] else answer["reset_from"]
+        result.header_gaps.append((macro.name, why))
+        if not answer["fields"]:
+            result.gap_kinds["no fields in manual or header (hand-written alias)"] += 1
+        elif any(f["reset"] in ("x", None) or f["bits"] == "?" for f in answer["fields"]):
+            result.gap_kinds["fields, but a default the sources leave undefined (x / see fields)"] += 1
         else:
-            why = "no fields" if not answer["fields"] else answer["reset_from"]
-            result.header_gaps.append((macro.name, why))
+            result.gap_kinds["other"] += 1
     for name in sorted(index.trm):
         result.manual_registers += 1
-        answer = registers.lookup_register(table, chip, name=_first_instance(index, name), revision=revision)
+        try:
+            answer = registers.lookup_register(
+                table, chip, name=_first_instance(index, name), revision=revision
+            )
+        except ValueError as error:  # a manual "register" named clicintattr[i] is no identifier
+            result.manual_unanswered.append((name, str(error)))
+            continue
         if answer["sources"][registers.HEADERS] is None:
             continue
         result.manual_compared += 1
@@ -172,6 +186,16 @@ def render_report(results: list[Census]) -> str:
     lines.append("|---" * (len(results) + 2) + "|")
     for kind, total in totals.most_common():
         lines.append(f"| {kind} | " + " | ".join(str(r.kinds[kind]) for r in results) + f" | {total} |")
+    gaps: Counter[str] = Counter()
+    for r in results:
+        gaps.update(r.gap_kinds)
+    lines += ["", "## Header registers without fields or reset, by cause", ""]
+    lines += [
+        "| cause | " + " | ".join(r.scope for r in results) + " | all |",
+        "|---" * (len(results) + 2) + "|",
+    ]
+    for kind, total in gaps.most_common():
+        lines.append(f"| {kind} | " + " | ".join(str(r.gap_kinds[kind]) for r in results) + f" | {total} |")
     for r in results:
         lines += ["", f"## {r.scope}: disagreements ({len(r.disagreements)})", ""]
         for register, item in r.disagreements:
@@ -179,6 +203,9 @@ def render_report(results: list[Census]) -> str:
             lines.append(f"- {register}: {item['kind']}: {details}")
         lines += ["", f"### {r.scope}: header registers without fields or reset ({len(r.header_gaps)})", ""]
         lines += [f"- {name}: {why}" for name, why in r.header_gaps]
+        if r.manual_unanswered:
+            lines += ["", f"### {r.scope}: manual registers the tool cannot answer by name", ""]
+            lines += [f"- {name}: {why}" for name, why in r.manual_unanswered]
     return "\n".join(lines) + "\n"
 
 

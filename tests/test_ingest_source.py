@@ -102,6 +102,11 @@ def test_field_line_takes_bits_from_the_macros_and_caps_the_description() -> Non
     assert line.startswith("- F [7:4] (R/W) reset x: word word")  # _S/_V win: code uses them
     assert line.endswith("…") and len(line.split(": ", 1)[1]) <= ingest_source.DESCRIPTION_CHARS
     assert ingest_source.field_line("G", "", {}) == "- G [?]"
+    # upstream typos and per-revision notes still yield access and default
+    assert (
+        ingest_source.field_line("H", "/* H : R/W ;bitpos:4] ;default: 1'b1 ; */", {})
+        == "- H [4] (R/W) reset 0x1"
+    )
 
 
 def test_full_text_headers_keep_each_macro_with_its_comment(rows: list[dict[str, Any]]) -> None:
