@@ -63,7 +63,7 @@ def address_coverage(table: Any, chip: str, revision: str | None) -> Coverage:
     index = registers.chip_index(table, chip, revision)
     coverage = Coverage(_label(chip, revision))
     for macro in sorted(index.header_registers(), key=lambda m: m.name):
-        instances = registers._instance_addresses(index, macro)
+        instances = registers.instance_addresses(index, macro)
         if not instances:
             try:
                 answer = registers.lookup_register(table, chip, name=macro.name, revision=revision)
@@ -157,7 +157,7 @@ def census(table: Any, chip: str, revision: str | None) -> Census:
 
 def _first_instance(index: registers.ChipIndex, name: str) -> str:
     """A parameterised manual register is compared at its first instance the headers define."""
-    instances = registers._manual_instances(index.trm[name][0].register)
+    instances = registers.manual_instances(index.trm[name][0].register)
     defined = [n for n, _ in instances if n in index.macros]
     return defined[0] if defined else name
 

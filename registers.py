@@ -392,7 +392,7 @@ class ChipIndex:
         if self._addresses is None:
             self._addresses = defaultdict(list)
             for macro in self.header_registers():
-                for instance, value in _instance_addresses(self, macro):
+                for instance, value in instance_addresses(self, macro):
                     self._addresses[value].append((macro.name, instance))
             for name, value in _manual_addresses(self):
                 if (name, 0) not in self._addresses[value]:
@@ -419,7 +419,9 @@ def _is_base_macro(name: str) -> bool:
     return name.endswith("_BASE") or name.startswith(("DR_REG_", "REG_"))
 
 
-_INDEX_CACHE: dict[tuple[int, int, str, str | None], ChipIndex] = {}
+# the table itself is kept with its index: holding the reference keeps id(table) from being reused
+# by another table (another store) while the entry lives
+_INDEX_CACHE: dict[tuple[int, int, str, str | None], tuple[Any, ChipIndex]] = {}
 
 
 def _rows(table: Any, where: str, columns: list[str]) -> list[dict[str, Any]]:
@@ -441,7 +443,7 @@ def chip_index(table: Any, chip: str, revision: str | None) -> ChipIndex:
     """Parse the chip's TRM registers and header macros once per (table version, chip, revision)."""
     key = (id(table), table.version, chip, revision)
     if key in _INDEX_CACHE:
-        return _INDEX_CACHE[key]
+        return _INDEX_CACHE[key][1]
     index = ChipIndex(chip, revision)
     columns = ["text", "chips", "revisions", "source_doc", "section_path", "file_path", "chunk_index"]
     columns += ["source_version", "source_commit"]
@@ -465,7 +467,7 @@ def chip_index(table: Any, chip: str, revision: str | None) -> ChipIndex:
             _collect_macros(row, index)
     if len(_INDEX_CACHE) > 64:
         _INDEX_CACHE.clear()
-    _INDEX_CACHE[key] = index
+    _INDEX_CACHE[key] = (table, index)
     return index
 
 
@@ -807,8 +809,8 @@ def _manual_addresses(index: ChipIndex) -> list[tuple[str, int]]:
     for documented, entries in index.trm.items():
         entry = entries[0]
         register = entry.register
-        for name, instance in _manual_instances(register):
-            if name in index.macros and _instance_addresses(index, index.macros[name]):
+        for name, instance in manual_instances(register):
+            if name in index.macros and instance_addresses(index, index.macros[name]):
                 continue  # the header's own address is in the map already
             offset = _parse_offset(_instance_address(register["address"], instance))
             if offset is None:
@@ -822,7 +824,7 @@ def _manual_addresses(index: ChipIndex) -> list[tuple[str, int]]:
     return found
 
 
-def _manual_instances(register: dict[str, Any]) -> list[tuple[str, dict[str, str]]]:
+def manual_instances(register: dict[str, Any]) -> list[tuple[str, dict[str, str]]]:
     """``AES_KEY_n_REG (n: 0-7)`` -> AES_KEY_0_REG .. AES_KEY_7_REG with their instance values;
     a register without parameters is itself; one whose range is unknown has no instance."""
     ranges = register["parameters"]
@@ -890,7 +892,7 @@ def _base_stem(name: str) -> str:
     return re.sub(r"\d+", "", name.removeprefix("DR_REG_").removesuffix("_BASE")).rstrip("_")
 
 
-def _instance_addresses(index: ChipIndex, macro: Macro) -> list[tuple[int, int]]:
+def instance_addresses(index: ChipIndex, macro: Macro) -> list[tuple[int, int]]:
     """(instance, address) of every instance that lands in a block of the macro's own peripheral
     family (its ``DR_REG_*_BASE`` names): bases sit 4 KB apart, so a bare "is some base" test
     would put UART2 of ESP32-C3 on the I2C block. Instances that evaluate outside every block
