@@ -149,7 +149,8 @@ def scan_header(text: str) -> list[Item]:
             comment = "\n".join(block)
             if _LICENSE.search(comment):
                 continue
-            if _BANNER.search(comment) and comment.count("\n") < 3:
+            # a register field's doc ("/** X : R/W; bitpos: ...; default: 39;\n *  ******* ...") is no banner
+            if _BANNER.search(comment) and comment.count("\n") < 3 and not _FIELD_DOC.search(comment):
                 title = re.sub(r"[/*\-=]+", " ", comment).strip()
                 if title:
                     items.append(Item("banner", title))
@@ -428,7 +429,9 @@ def _field_description(comment: str) -> str:
     """The prose after a field's ``NAME : access; bitpos; default;`` line, one line, capped."""
     text = re.sub(r"/\*+|\*+/", " ", comment)
     text = re.sub(r"^\s*\*+", " ", text, flags=re.M).replace("description:", " ")
-    text = " ".join(text.split())
+    text = " ".join(re.sub(r"\*{3,}", " ", text).split())  # "******* Description ****" placeholders
+    if text.lower() == "description":
+        return ""
     if len(text) <= DESCRIPTION_CHARS:
         return text
     return text[: DESCRIPTION_CHARS - 1].rsplit(" ", 1)[0] + "…"

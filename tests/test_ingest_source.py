@@ -102,6 +102,14 @@ def test_field_line_takes_bits_from_the_macros_and_caps_the_description() -> Non
     assert line.startswith("- F [7:4] (R/W) reset x: word word")  # _S/_V win: code uses them
     assert line.endswith("…") and len(line.split(": ", 1)[1]) <= ingest_source.DESCRIPTION_CHARS
     assert ingest_source.field_line("G", "", {}) == "- G [?]"
+    # a placeholder description is dropped, and its asterisks do not make the comment a banner
+    placeholder = "/** P : R/W; bitpos: [7:0]; default: 39;\n *  ******* Description ***********\n */"
+    code = f"{placeholder}\n#define P 0xFF\n#define P_M (P_V << P_S)\n#define P_V 0xFF\n#define P_S 0\n"
+    (item,) = [i for i in ingest_source.scan_header(code) if i.kind == "define" and i.names == ["P"]]
+    assert (
+        ingest_source.field_line("P", item.comment, {"P_S": "0", "P_V": "0xFF"})
+        == "- P [7:0] (R/W) reset 0x27"
+    )
     # upstream typos and per-revision notes still yield access and default
     assert (
         ingest_source.field_line("H", "/* H : R/W ;bitpos:4] ;default: 1'b1 ; */", {})
