@@ -768,7 +768,7 @@ def _chapter_base(index: ChipIndex, file_path: str | None, name: str) -> tuple[i
         return None
     prefix = name.split("_", 1)[0] + "_"
     if (file_path, prefix) in index._chapter_bases:
-        return index._chapter_bases[(file_path, prefix)]
+        return index._chapter_bases[(file_path, prefix)] or _named_base(index, name)
     votes: dict[tuple[int, str], int] = defaultdict(int)
     for sibling, entries in index.trm.items():
         entry = entries[0]
@@ -783,9 +783,9 @@ def _chapter_base(index: ChipIndex, file_path: str | None, name: str) -> tuple[i
         if offset is None or value is None:
             continue
         votes[(value - offset, _base_macro(index.macros[sibling].body) or "base")] += 1
-    found = max(votes, key=lambda k: votes[k]) if votes else _named_base(index, name)
-    index._chapter_bases[(file_path, prefix)] = found
-    return found
+    voted = max(votes, key=lambda k: votes[k]) if votes else None
+    index._chapter_bases[(file_path, prefix)] = voted  # the fallback depends on the whole name
+    return voted or _named_base(index, name)
 
 
 def _named_base(index: ChipIndex, name: str) -> tuple[int, str] | None:
