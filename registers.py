@@ -994,10 +994,11 @@ def merge_views(
     from field defaults (headers first), and ``reset_from`` says which."""
     manual_fields: list[dict[str, Any]] = (manual or {}).get("fields", [])
     header_by_name = {_field_key(f["name"]): f for f in header_fields or []}
-    documented = {_field_key(f["name"]) for f in manual_fields}
+    pairs = _same_fields(manual_fields, header_fields or [])
     merged: list[dict[str, Any]] = []
     for mine in manual_fields:  # manual order, reserved ranges included
-        theirs = header_by_name.get(_field_key(mine["name"]), {})
+        twin = pairs.get(_field_key(mine["name"])) if mine["name"] != "(reserved)" else None
+        theirs = header_by_name[twin] if twin else {}
         merged.append(
             {
                 **mine,
@@ -1007,8 +1008,9 @@ def merge_views(
                 "sources": [MANUAL, HEADERS] if theirs else [MANUAL],
             }
         )
+    paired = set(pairs.values())
     merged += [
-        {**f, "sources": [HEADERS]} for f in header_fields or [] if _field_key(f["name"]) not in documented
+        {**f, "sources": [HEADERS]} for f in header_fields or [] if _field_key(f["name"]) not in paired
     ]
     by_source: dict[str, str | None] = {}
     if manual is not None:
@@ -1045,6 +1047,24 @@ def merge_views(
     }
 
 
+def _same_fields(manual_fields: list[dict[str, Any]], header_fields: list[dict[str, Any]]) -> dict[str, str]:
+    """Manual field key -> header field key for fields that are the same field: the same name, or a
+    whole-register field the manual names after its register (``AES_KEY_n_REG(n:0-7)`` [31:0]
+    against the header's ``AES_KEY_0`` [31:0]) -- a naming habit, not a layout difference."""
+    mine = {_field_key(f["name"]): f for f in manual_fields if f["name"] != "(reserved)"}
+    theirs = {_field_key(f["name"]): f for f in header_fields}
+    pairs = {key: key for key in mine if key in theirs}
+    for key, field_ in mine.items():
+        if key in pairs or "_REG" not in key:
+            continue
+        twins = [
+            h for h in theirs if h not in pairs.values() and _same_bits(field_["bits"], theirs[h]["bits"])
+        ]
+        if len(twins) == 1:
+            pairs[key] = twins[0]
+    return pairs
+
+
 def disagreements(manual: dict[str, Any], header_fields: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Where the manual's register and the header's fields differ: reset, field existence (a field
     only one side has, or renamed: same bits, other name), bit range, access, default."""
@@ -1062,8 +1082,9 @@ def disagreements(manual: dict[str, Any], header_fields: list[dict[str, Any]]) -
                 "note": "the header value is composed from field defaults; bits in no field count as 0",
             }
         )
-    only_manual = [n for n in mine if n not in theirs]
-    only_headers = [n for n in theirs if n not in mine]
+    pairs = _same_fields(manual["fields"], header_fields)
+    only_manual = [n for n in mine if n not in pairs]
+    only_headers = [n for n in theirs if n not in pairs.values()]
     for name in list(only_manual):
         twin = next((h for h in only_headers if _same_bits(mine[name]["bits"], theirs[h]["bits"])), None)
         if twin is not None:
@@ -1072,8 +1093,8 @@ def disagreements(manual: dict[str, Any], header_fields: list[dict[str, Any]]) -
             only_headers.remove(twin)
     found += [{"kind": "field only in manual", "field": n, "bits": mine[n]["bits"]} for n in only_manual]
     found += [{"kind": "field only in headers", "field": n, "bits": theirs[n]["bits"]} for n in only_headers]
-    for name in sorted(mine.keys() & theirs.keys()):
-        a, b = mine[name], theirs[name]
+    for name, twin in sorted(pairs.items()):
+        a, b = mine[name], theirs[twin]
         if not _same_bits(a["bits"], b["bits"]):
             found.append({"kind": "bits differ", "field": name, MANUAL: a["bits"], HEADERS: b["bits"]})
         if a["access"] and b["access"] and _norm_access(a["access"]) != _norm_access(b["access"]):

@@ -311,6 +311,34 @@ def test_agreeing_sources_report_no_disagreement(table: Any) -> None:
     assert answer["reset_by_source"] == {"manual": "0x000002B6", "headers": "0x000002B6"}
 
 
+def test_a_whole_register_field_named_after_its_register_is_the_same_field() -> None:
+    manual = {
+        "name": "AES_KEY_n_REG",
+        "reset": "0x00000000",
+        "fields": [
+            {
+                "name": "AES_KEY_3_REG(3:0-7)",
+                "bits": "31:0",
+                "access": "R/W",
+                "reset": "0x0",
+                "description": "",
+            }
+        ],
+    }
+    header = [{"name": "AES_KEY_3", "bits": "31:0", "access": "WO", "reset": "0x0", "description": "Key."}]
+    merged = registers.merge_views(manual, header, "aes_reg.h")
+    assert [(f["name"], f["sources"]) for f in merged["fields"]] == [
+        ("AES_KEY_3_REG(3:0-7)", ["manual", "headers"])
+    ]
+    # the pair is still compared: only the access differs
+    assert [d["kind"] for d in merged["disagreements"]] == ["access differs"]
+    renamed = [{**header[0], "name": "AES_KEY_WORD"}]
+    other = {**manual, "fields": [{**manual["fields"][0], "name": "AES_KEY"}]}
+    assert [d["kind"] for d in registers.merge_views(other, renamed, "aes_reg.h")["disagreements"]] == [
+        "field renamed"
+    ]
+
+
 def test_compose_reset_says_which_field_blocks_it() -> None:
     fields = [
         {"name": "A", "bits": "3:0", "reset": "0xF"},
