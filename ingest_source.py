@@ -1,7 +1,9 @@
 """ESP-IDF SoC headers -> `src` chunk rows (DESIGN §5), plus the checks that prove nothing was lost.
 
-Register headers are walls of per-field mask/shift macros that the TRM already explains, so each
-becomes a compact *card*: every register with its address expression (what "where is X" needs).
+Register headers are walls of per-field mask/shift macros, so each becomes a compact *card*: every
+register with its address expression (what "where is X" needs) and one line per field (bits, access,
+default, short description) from the generated field comments -- for many peripherals, and for chips
+without a manual, the only register documentation there is.
 Capability, struct and hand-written headers keep their full text, chunked per macro/declaration so
 a value never loses its comment. ``reg_base.h`` is kept whole so a base address is one lookup away.
 
@@ -46,6 +48,9 @@ GROUP_WORDS = 60  # consecutive one-line macros share a block up to this size
 # A struct stays one atomic block up to this size; past it (whole-peripheral register structs
 # reach 11,000 words) it is cut between members, never inside one.
 STRUCT_SPLIT_WORDS = 1200
+# Register cards serve exact lookups (register tool, find_symbol), not vector search, so they are cut
+# in bigger pieces: with field lines, 400-word pieces would add ~7,000 rows to embed, 1,200 ~1,000.
+CARD_WORDS = 1200
 IDENT = r"[A-Za-z_]\w*"
 _DEFINE = re.compile(rf"^\s*#\s*define\s+({IDENT})(\([^)]*\))?\s*(.*)$", re.S)
 _REGISTER_HEADING = re.compile(rf"^\s*/\*\*\s*({IDENT})\s+register\s*$")
@@ -145,7 +150,8 @@ def scan_header(text: str) -> list[Item]:
             comment = "\n".join(block)
             if _LICENSE.search(comment):
                 continue
-            if _BANNER.search(comment) and comment.count("\n") < 3:
+            # a register field's doc ("/** X : R/W; bitpos: ...; default: 39;\n *  ******* ...") is no banner
+            if _BANNER.search(comment) and comment.count("\n") < 3 and not _FIELD_DOC.search(comment):
                 title = re.sub(r"[/*\-=]+", " ", comment).strip()
                 if title:
                     items.append(Item("banner", title))
@@ -318,13 +324,16 @@ def _register_description(comment: str, name: str) -> str:
 
 
 def card_blocks(items: list[Item]) -> list[Block]:
-    """One block per register (``NAME = address expression``), field names kept as symbols only."""
+    """One block per register: ``NAME = address expression`` and a line per field (bits, access,
+    default, short description) read from the generated field comments and _S/_V macros."""
     fields = field_macro_names(items)
+    values = {i.names[0]: i.value for i in items if i.kind == "define"}
     blocks: list[Block] = []
     leading = _leading_comment(items)
     if leading:
         blocks.append(Block(leading))
     orphan_fields: list[str] = []
+    orphan_lines: list[str] = []
     for item in items:
         if item.kind != "define":
             continue
@@ -332,17 +341,101 @@ def card_blocks(items: list[Item]) -> list[Block]:
         if name in fields:
             if not name.endswith(FIELD_SUFFIXES) or name[:-2] not in fields:
                 # a field belongs to the register above it; fields before any register wait for one
-                (blocks[-1].symbol_refs if blocks and blocks[-1].symbol_refs else orphan_fields).append(name)
+                line = field_line(name, item.comment, values)
+                if blocks and blocks[-1].symbol_refs:
+                    blocks[-1].symbol_refs.append(name)
+                    blocks[-1].text += "\n" + line
+                else:
+                    orphan_fields.append(name)
+                    orphan_lines.append(line)
             continue
         line = f"{name}{item.params} = {_unwrap(item.value)}"
         description = _register_description(item.comment, name)
         if description:
             line += f"  // {description}"
-        blocks.append(Block(line, atomic=True, symbol_refs=[name, *orphan_fields]))
+        blocks.append(
+            Block("\n".join([line, *orphan_lines]), atomic=True, symbol_refs=[name, *orphan_fields])
+        )
         orphan_fields.clear()
+        orphan_lines.clear()
     if orphan_fields:
-        blocks.append(Block("Field macros: " + ", ".join(orphan_fields), symbol_refs=list(orphan_fields)))
+        blocks.append(Block("\n".join(["Field macros:", *orphan_lines]), symbol_refs=list(orphan_fields)))
     return group_blocks(blocks)
+
+
+def field_line(name: str, comment: str, values: dict[str, str]) -> str:
+    """``- NAME [hi:lo] (ACCESS) reset 0xV: description`` -- the TRM chunks' field format, so one
+    parser reads both. Bits come from the ``_S``/``_V`` macros (what code uses), else the comment;
+    ``reset x`` is a default the header leaves undefined."""
+    doc = _FIELD_DOC.search(comment)
+    bits = _macro_bits(values.get(f"{name}_S"), values.get(f"{name}_V"))
+    if bits is None and doc is not None:
+        bits = doc.group("bits").replace(" ", "")
+    parts = [f"- {name} [{bits or '?'}]"]
+    if doc is not None:
+        access = doc.group("access").strip()
+        if access:
+            parts.append(f"({access})")
+        parts.append(f"reset {parse_default(doc.group('default')) or 'x'}")
+    line = " ".join(parts)
+    description = _field_description(comment[doc.end() :] if doc else "")
+    return f"{line}: {description}" if description else line
+
+
+_FIELD_DOC = re.compile(
+    # "bitpos:43]" (ESP32 dport_reg.h) and "bitpos: [3] for DATE == ... (rev 1.2)" occur upstream
+    rf"/\*+\s*(?P<name>{IDENT})\s*:\s*(?P<access>[^;]*?)\s*;\s*bitpos\s*:\s*\[?(?P<bits>[\d:\s]*)\]?[^;]*;"
+    r"\s*default\s*:\s*(?P<default>[^;]*?)\s*;",
+    re.S,
+)
+_VERILOG_NUMBER = re.compile(r"^(?P<neg>~)?\s*(?P<width>\d+)'(?P<base>[bBhHdD])(?P<digits>[0-9a-fA-F_]+)$")
+DESCRIPTION_CHARS = 120  # a field's description on the card; the struct header and manual hold the rest
+
+
+def parse_default(text: str) -> str | None:
+    """A header default (``694``, ``12'h2B6``, ``1'b0``, ``~22'b0``, ``0x10``) as ``0x2B6``;
+    None for an undefined (``x``), unreadable or per-revision one."""
+    text = text.strip()
+    verilog = _VERILOG_NUMBER.match(text)
+    if verilog:
+        base = {"b": 2, "h": 16, "d": 10}[verilog.group("base").lower()]
+        width = int(verilog.group("width"))
+        try:
+            value = int(verilog.group("digits").replace("_", ""), base)
+        except ValueError:  # e.g. 6'b32: a typo upstream, not a value
+            return None
+        if verilog.group("neg"):
+            value = ~value & ((1 << width) - 1)
+        return f"0x{value:X}"
+    number = re.match(r"^(0[xX][0-9a-fA-F]+|\d+)\b", text)
+    if number is None or "rev" in text:  # "... for rev 0.0" lists one default per silicon revision
+        return None
+    return f"0x{int(number.group(1), 0 if number.group(1)[:2].lower() == '0x' else 10):X}"
+
+
+def _macro_bits(shift: str | None, mask: str | None) -> str | None:
+    """``_S`` 20 and ``_V`` 0xF -> ``23:20``; None unless both are numbers and the mask contiguous."""
+    try:
+        lsb = int(_unwrap(shift or "").rstrip("uUlL"), 0)
+        value = int(_unwrap(mask or "").rstrip("uUlL"), 0)
+    except ValueError:
+        return None
+    if value <= 0 or value & (value + 1):
+        return None
+    width = value.bit_length()
+    return str(lsb) if width == 1 else f"{lsb + width - 1}:{lsb}"
+
+
+def _field_description(comment: str) -> str:
+    """The prose after a field's ``NAME : access; bitpos; default;`` line, one line, capped."""
+    text = re.sub(r"/\*+|\*+/", " ", comment)
+    text = re.sub(r"^\s*\*+", " ", text, flags=re.M).replace("description:", " ")
+    text = " ".join(re.sub(r"\*{3,}", " ", text).split())  # "******* Description ****" placeholders
+    if text.lower() == "description":
+        return ""
+    if len(text) <= DESCRIPTION_CHARS:
+        return text
+    return text[: DESCRIPTION_CHARS - 1].rsplit(" ", 1)[0] + "…"
 
 
 def _leading_comment(items: list[Item]) -> str:
@@ -606,7 +699,7 @@ def header_rows(
         root = text_sections(header.rel_path, items)
     declared = declared_symbols(text)
     rows = []
-    for index, chunk in enumerate(chunk_tree(root)):
+    for index, chunk in enumerate(chunk_tree(root, max_words=CARD_WORDS) if card else chunk_tree(root)):
         rows.append(
             make_row(
                 text=chunk.text,

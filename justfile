@@ -61,7 +61,7 @@ ingest-idf chip xml_dir *args:
 dedup:
     uv run dedup_chunks.py chunks_*.jsonl --out-path idf_chunks.jsonl
 
-# Ingest SoC headers from $IDF_PATH into src_chunks.jsonl; healthy: ~11,000 chunks, exit 0.
+# Ingest SoC headers from $IDF_PATH into src_chunks.jsonl; healthy: ~12,600 chunks (811 register cards), exit 0.
 ingest-src:
     uv run ingest_source.py --idf-path {{env_var('IDF_PATH')}} --out-path src_chunks.jsonl
 
@@ -82,6 +82,14 @@ store:
     uv run embed_and_store.py trm_chunks.jsonl --doc-type trm --source-repo {{env_var('TRM_PATH')}} --db {{db}}
     uv run embed_and_store.py idf_chunks.jsonl --doc-type idf --source-repo {{env_var('IDF_PATH')}} --db {{db}}
     uv run embed_and_store.py src_chunks.jsonl --doc-type src --source-repo {{env_var('IDF_PATH')}} --db {{db}}
+
+# Every header register answers at its address; healthy: ~95% overall, every failure an undefined upstream base.
+check-register-addresses:
+    uv run register_facts.py addresses --db {{db}} --min-share 0.9
+
+# Register census (headers with fields + reset, manual vs headers); healthy: ~96% of header registers, report written.
+register-census:
+    uv run register_facts.py census --db {{db}} --report register_census.md
 
 # Validate the store; healthy: rows per doc_type/chip, round trip >= 95% at rank 1, exit 0.
 validate:

@@ -216,8 +216,8 @@ def create_server(
         address: Annotated[
             int | str | None,
             Field(
-                description="instead of name: an absolute address (0x60000014), or an offset (0x14) "
-                "together with peripheral"
+                description="instead of name: an absolute 32-bit, 4-byte aligned address (0x60000014), "
+                "or an offset (0x14) together with peripheral"
             ),
         ] = None,
         revision: Annotated[
@@ -240,12 +240,16 @@ def create_server(
         ] = None,
         project_dir: ProjectDirArg = None,
     ) -> dict[str, Any]:
-        """Exact facts about one hardware register as JSON: documented offset and absolute address, reset
-        value, bit fields (bits, access, reset, description), the manual chapter and the SoC header
-        #defines. Use it instead of search when you need a register's address, reset value or field
-        layout; to find which register is at an address; or to compare a register between chips or
-        between ESP32-P4 revisions (v1.3 vs mainline). Give name or address; chip defaults to the project
-        scope's."""
+        """Exact facts about one hardware register as JSON, merged from the Technical Reference Manual
+        and the ESP-IDF SoC headers: documented offset and absolute address, reset value (reset_from
+        says whether the manual gives it or it is composed from field defaults), bit fields (bits,
+        access, reset, description, sources), the manual chapter, the header #defines, and
+        `disagreements` where manual and headers differ (reset, bits, access, default, a field only
+        one side has or renamed) -- check it before trusting a value. Answers for registers only the
+        headers describe too. Use it instead of search when you need a register's address, reset
+        value or field layout; to find which register is at an address; or to compare a register
+        between chips or between ESP32-P4 revisions (v1.3 vs mainline). Give name or address; chip
+        defaults to the project scope's."""
 
         def lookup(engine: SearchEngine, applied: Applied) -> dict[str, Any]:
             if applied.chip is None:

@@ -10,7 +10,9 @@ chips or ESP32-P4 revisions" as JSON. Everything is an exact filter on ``symbol_
 from __future__ import annotations
 
 import ast
+import bisect
 import difflib
+import itertools
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -21,7 +23,7 @@ from lexicon import TERMS_PREFIX
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FIELD_LINE = re.compile(
-    r"^- (?P<name>.+?) \[(?P<bits>\d+(?::\d+)?)\]"
+    r"^- (?P<name>.+?) \[(?P<bits>\d+(?::\d+)?|\?)\]"
     r"(?: \((?P<access>[^)]*)\))?(?: reset (?P<reset>[^:\s]+))?(?:: (?P<description>.*))?$"
 )
 _REGISTER_LINE = re.compile(r"^Register (?P<name>\S+)(?: \((?P<note>.*)\))?\s*$")
@@ -38,10 +40,12 @@ _INTEGER_SUFFIX = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b")
 _INTEGER = re.compile(r"0[xX][0-9a-fA-F]+|\d+")
 _NOT_ARITHMETIC = re.compile(r"[^0-9a-fA-FxX+\-*/()<>|&~?:=! \t]|!(?!=)")
 _BASE_NAME = re.compile(r"DR_REG_\w+_BASE")
+_REGISTER_NAME = re.compile(r"_REG(?:_\d+)?$")  # X_REG, X_REG_1; not SET_PERI_REG_MASK
 _C_COMMENT = re.compile(r"/\*.*?\*/|//.*$")
 _MAX_ROWS = 200_000
 _OFFSET_LIMIT = 0x10000  # documented addresses below this are offsets from a peripheral base
 _INSTANCE_LIMIT = 16
+_MAX_INSTANCES = 256  # instances of one parameterised manual register put in the address map
 
 
 # ---------------------------------------------------------------- parsing the TRM rendering
@@ -77,15 +81,7 @@ def parse_register_block(text: str) -> dict[str, Any]:
         elif line.strip() == "Fields:":
             continue
         elif (match := _FIELD_LINE.match(line)) is not None:
-            register["fields"].append(
-                {
-                    "name": match.group("name"),
-                    "bits": match.group("bits"),
-                    "access": match.group("access"),
-                    "reset": match.group("reset"),
-                    "description": (match.group("description") or "").strip(),
-                }
-            )
+            register["fields"].append(_field(match))
         else:
             break
     return register
@@ -353,18 +349,25 @@ class ChipIndex:
     trm: dict[str, list[TrmEntry]] = field(default_factory=dict)
     parameterised: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
     macros: dict[str, Macro] = field(default_factory=dict)
+    header_fields: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # card field lines
 
     memo: dict[str, int | None] = field(default_factory=dict)  # object-like macro values
     _addresses: dict[int, list[tuple[str, int]]] | None = None
     _bases: dict[str, int] | None = None
     _field_owners: dict[str, list[str]] | None = None
+    _base_owners: list[tuple[int, list[str]]] | None = None
+    _chapter_bases: dict[tuple[str, str], tuple[int, str] | None] = field(default_factory=dict)
 
     def header_registers(self) -> list[Macro]:
-        """Register macros (``X_REG``, ``X_REG(i)``, ``X_REG_1``), not base or field macros."""
+        """Register macros (``X_REG``, ``X_REG(i)``, ``X_REG_1``), not base, field or accessor macros."""
         return [
             m
             for m in self.macros.values()
-            if m.name.endswith("_REG") or ("_REG_" in m.name and not _is_base_macro(m.name))
+            if _REGISTER_NAME.search(m.name)
+            and not _is_base_macro(m.name)
+            # READ_PERI_REG(addr), IS_DPORT_REG(r) and friends are accessors and predicates
+            and not m.body.startswith(("do", "({"))
+            and not m.name.startswith(("IS_", "ASSERT_"))
         ]
 
     def bases(self) -> dict[str, int]:
@@ -388,20 +391,42 @@ class ChipIndex:
         return self._field_owners
 
     def addresses(self) -> dict[int, list[tuple[str, int]]]:
-        """Absolute address -> (header register name, instance), every real instance included."""
+        """Absolute address -> (register name, header instance): every header register at every real
+        instance, then every manual register the headers do not define (``AES_KEY_n_REG`` at each n,
+        a peripheral without a register header such as TWAI) at documented offset + peripheral base."""
         if self._addresses is None:
             self._addresses = defaultdict(list)
             for macro in self.header_registers():
-                for instance, value in enumerate(_instance_addresses(self, macro)):
+                for instance, value in instance_addresses(self, macro):
                     self._addresses[value].append((macro.name, instance))
+            for name, value in _manual_addresses(self):
+                if (name, 0) not in self._addresses[value]:
+                    self._addresses[value].append((name, 0))
         return self._addresses
+
+    def base_owners(self) -> list[tuple[int, list[str]]]:
+        """Peripheral bases in address order, each with every ``DR_REG_*_BASE`` name it has."""
+        if self._base_owners is None:
+            owners: dict[int, list[str]] = defaultdict(list)
+            for name, value in self.bases().items():
+                owners[value].append(name)
+            self._base_owners = sorted((value, sorted(names)) for value, names in owners.items())
+        return self._base_owners
+
+    def owning_base(self, address: int) -> tuple[int, list[str]] | None:
+        """The highest base at or below ``address``: the peripheral block it lies in, if any."""
+        owners = self.base_owners()
+        position = bisect.bisect_right([value for value, _ in owners], address)
+        return owners[position - 1] if position else None
 
 
 def _is_base_macro(name: str) -> bool:
     return name.endswith("_BASE") or name.startswith(("DR_REG_", "REG_"))
 
 
-_INDEX_CACHE: dict[tuple[int, int, str, str | None], ChipIndex] = {}
+# the table itself is kept with its index: holding the reference keeps id(table) from being reused
+# by another table (another store) while the entry lives
+_INDEX_CACHE: dict[tuple[int, int, str, str | None], tuple[Any, ChipIndex]] = {}
 
 
 def _rows(table: Any, where: str, columns: list[str]) -> list[dict[str, Any]]:
@@ -423,7 +448,7 @@ def chip_index(table: Any, chip: str, revision: str | None) -> ChipIndex:
     """Parse the chip's TRM registers and header macros once per (table version, chip, revision)."""
     key = (id(table), table.version, chip, revision)
     if key in _INDEX_CACHE:
-        return _INDEX_CACHE[key]
+        return _INDEX_CACHE[key][1]
     index = ChipIndex(chip, revision)
     columns = ["text", "chips", "revisions", "source_doc", "section_path", "file_path", "chunk_index"]
     columns += ["source_version", "source_commit"]
@@ -444,34 +469,53 @@ def chip_index(table: Any, chip: str, revision: str | None) -> ChipIndex:
     )
     for row in _rows(table, src_where, [*columns, "symbol_refs"]):
         if _in_revision(row, revision):
-            _collect_macros(row, index.macros)
+            _collect_macros(row, index)
     if len(_INDEX_CACHE) > 64:
         _INDEX_CACHE.clear()
-    _INDEX_CACHE[key] = index
+    _INDEX_CACHE[key] = (table, index)
     return index
 
 
-def _collect_macros(row: dict[str, Any], macros: dict[str, Macro]) -> None:
-    """Register-card lines (``NAME = expr  // desc``) and raw ``#define`` lines of full-text rows."""
+def _collect_macros(row: dict[str, Any], index: ChipIndex) -> None:
+    """Register-card lines (``NAME = expr  // desc``), the field lines under them (``- F [3:0] ...``)
+    and raw ``#define`` lines of full-text rows. The first definition of a name wins, fields too."""
     revisions = tuple(row["revisions"])
+    owner: str | None = None  # the register the following field lines belong to
     for line in row["text"].splitlines():
+        if line.startswith("- ") and owner is not None:
+            if (field_match := _FIELD_LINE.match(line)) is not None:
+                index.header_fields[owner].append(_field(field_match))
+            continue
         match = _DEFINE_LINE.match(line) or _CARD_LINE.match(line)
         if match is None:
             continue
+        name = match.group("name")
+        owner = None
+        if name in index.macros:
+            continue
         params = match.group("params")
         value = _C_COMMENT.sub("", match.group("value")).strip()
-        description = match.groupdict().get("desc") or ""
-        macros.setdefault(
-            match.group("name"),
-            Macro(
-                name=match.group("name"),
-                params=tuple(p.strip() for p in params[1:-1].split(",") if p.strip()) if params else None,
-                body=value,
-                file_path=row["file_path"],
-                revisions=revisions,
-                description=description,
-            ),
+        index.macros[name] = Macro(
+            name=name,
+            params=tuple(p.strip() for p in params[1:-1].split(",") if p.strip()) if params else None,
+            body=value,
+            file_path=row["file_path"],
+            revisions=revisions,
+            description=match.groupdict().get("desc") or "",
         )
+        if match.re is _CARD_LINE:
+            owner = name
+            index.header_fields[name] = []
+
+
+def _field(match: re.Match[str]) -> dict[str, Any]:
+    return {
+        "name": match.group("name"),
+        "bits": match.group("bits"),
+        "access": match.group("access"),
+        "reset": match.group("reset"),
+        "description": (match.group("description") or "").strip(),
+    }
 
 
 # ---------------------------------------------------------------- lookup
@@ -487,17 +531,21 @@ def _parse_address(address: str | int) -> int:
     if isinstance(address, bool):
         raise ValueError(f"address must be a number such as 0x60004000, got {address!r}")
     if isinstance(address, int):
-        return address
-    text = str(address).strip().replace("_", "").replace("'", "")
-    try:
-        return int(text, 0)
-    except ValueError:
+        value = address
+    else:
+        text = str(address).strip().replace("_", "").replace("'", "")
         try:
-            return int(text, 16)
+            value = int(text, 0)
         except ValueError:
-            raise ValueError(
-                f"address must be a number such as 0x60004000 or 0x38, got {address!r}"
-            ) from None
+            try:
+                value = int(text, 16)
+            except ValueError:
+                raise ValueError(
+                    f"address must be a number such as 0x60004000 or 0x38, got {address!r}"
+                ) from None
+    if not 0 <= value <= 0xFFFFFFFF:
+        raise ValueError(f"address must lie in 0x0-0xFFFFFFFF (32-bit), got {address!r}")
+    return value
 
 
 def _resolve_revision(chip: str, revision: str | None) -> str | None:
@@ -546,7 +594,7 @@ def _field_owner(index: ChipIndex, name: str) -> str | None:
 def _header_defines(index: ChipIndex, name: str, documented: str | None) -> list[Macro]:
     """Header macros for the register: the exact name, the documented name, or the instance's family."""
     found: list[Macro] = []
-    for candidate in dict.fromkeys(c for c in (name.upper(), documented) if c):
+    for candidate in dict.fromkeys(c for c in (name, name.upper(), documented) if c):  # GPIO_cali_conf_REG
         if candidate in index.macros:
             found.append(index.macros[candidate])
     if not found and documented:
@@ -590,10 +638,19 @@ def _describe_register(index: ChipIndex, name: str, header_instance: int = 0) ->
     if hit is None and not defines:
         owner = _field_owner(index, name)
         if owner is None:
-            raise ValueError(_unknown_name_message(index, name))
+            raise UnknownRegister(_unknown_name_message(index, name))
         # a field name (UART_CLKDIV_FRAG): answer with the register that holds it
         return {**_describe_register(index, owner), "matched_field": name.upper()}
     answer: dict[str, Any] = {"name": name.upper() if hit is None or hit[1] else documented}
+    # only a define of this very register gives its address and fields; a sibling instance
+    # (AES_KEY_3_REG when AES_KEY_0_REG is asked) is listed in header_defines, nothing more
+    exact = [
+        m for m in defines if m.name in (name, name.upper(), documented if not (hit and hit[1]) else None)
+    ]
+    header = next((m for m in exact if m.name in index.header_fields), None)
+    if header is None and hit is not None and not hit[1]:  # the manual's own name, e.g. LEDC_CHn_CONF0_REG
+        header = next((m for m in defines if m.name in index.header_fields), None)
+    header_fields = index.header_fields[header.name] if header is not None else None
     if hit is not None:
         entry, instance = hit
         register = entry.register
@@ -603,18 +660,25 @@ def _describe_register(index: ChipIndex, name: str, header_instance: int = 0) ->
             instance=instance or None,
             address=_instance_address(register["address"], instance),
             address_as_documented=register["address"],
-            reset=register["reset"],
-            fields=register["fields"],
             chapter=entry.row["source_doc"],
             section_path=entry.row["section_path"],
             file_path=entry.row["file_path"],
             source_version=entry.row["source_version"],
             source_commit=entry.row["source_commit"],
         )
+        if header is not None and not instance:
+            instance = _instance_of(register, header.name)  # LEDC_CHn_CONF0_REG vs LEDC_CH0_CONF0_REG
+        manual: dict[str, Any] | None = {**register, "fields": _instance_fields(register["fields"], instance)}
     else:
-        answer.update(documented_as=None, address=None, reset=None, fields=[], chapter=None)
-        answer["note"] = "not found in the Technical Reference Manual; header definition only"
-    answer.update(_absolute_answer(index, answer, defines, header_instance))
+        manual = None
+        answer.update(documented_as=None, address=None, chapter=None)
+        answer["note"] = (
+            "not in the Technical Reference Manual; fields and reset from the SoC header"
+            if header_fields
+            else "not in the Technical Reference Manual; header definition only (no field comments)"
+        )
+    answer.update(merge_views(manual, header_fields, header.file_path if header is not None else None))
+    answer.update(_absolute_answer(index, answer, exact, header_instance))
     answer["header_defines"] = [
         {
             "name": m.name + (f"({', '.join(m.params)})" if m.params is not None else ""),
@@ -660,7 +724,36 @@ def _absolute_answer(
             "address_absolute": f"0x{base[0] + offset:08X}",
             "absolute_from": f"documented offset + {base[1]} (0x{base[0]:08X})",
         }
+    problems = sorted({problem for macro in defines for problem in expression_problems(index, macro)})
+    if problems:
+        return {"address_absolute": None, "absolute_from": "the header expression " + "; ".join(problems)}
     return {"address_absolute": None, "absolute_from": "peripheral base unknown"}
+
+
+def expression_problems(index: ChipIndex, macro: Macro) -> list[str]:
+    """Why a macro's address cannot be computed: names no header of the chip defines (upstream
+    holes such as ESP32-C3's DR_REG_GPIO_SD_BASE), function-like macros used without arguments
+    (ESP32-H21's DR_REG_UHCI_BASE(i))."""
+    scope = index.chip + (f" {index.revision}" if index.revision else "")
+    problems: list[str] = []
+    queue, seen = [macro], {macro.name}
+    while queue:
+        current = queue.pop()
+        for match in _C_IDENTIFIER.finditer(current.body):
+            name = match.group(0)
+            if name in seen or name in (current.params or ()) or name == "BIT":
+                continue
+            if _inside_number(current.body, match.start()):
+                continue
+            seen.add(name)
+            if name not in index.macros:
+                problems.append(f"uses {name}, which no {scope} header defines")
+                continue
+            called = current.body[match.end() :].lstrip().startswith("(")
+            if index.macros[name].params is not None and not called:
+                problems.append(f"uses {name} without arguments, but it is defined as {name}(...)")
+            queue.append(index.macros[name])
+    return problems
 
 
 def _parse_offset(address: str | None) -> int | None:
@@ -673,22 +766,101 @@ def _parse_offset(address: str | None) -> int | None:
 
 
 def _chapter_base(index: ChipIndex, file_path: str | None, name: str) -> tuple[int, str] | None:
-    """The peripheral base of a register, inferred from a sibling in the same chapter with the same
-    name prefix (a UART chapter also documents UHCI) that the headers define."""
+    """The peripheral base of a register: from a sibling in the same chapter with the same name
+    prefix (a UART chapter also documents UHCI) that the headers define, else ``DR_REG_<PREFIX>_BASE``
+    (or ``..0_BASE``) of reg_base.h for a peripheral without a register header (TWAI on ESP32-C3)."""
     if not file_path:
         return None
     prefix = name.split("_", 1)[0] + "_"
+    if (file_path, prefix) in index._chapter_bases:
+        return index._chapter_bases[(file_path, prefix)] or _named_base(index, name)
     votes: dict[tuple[int, str], int] = defaultdict(int)
-    for name, entries in index.trm.items():
+    for sibling, entries in index.trm.items():
         entry = entries[0]
-        if entry.row["file_path"] != file_path or name not in index.macros or not name.startswith(prefix):
+        if (
+            entry.row["file_path"] != file_path
+            or sibling not in index.macros
+            or not sibling.startswith(prefix)
+        ):
             continue
         offset = _parse_offset(entry.register["address"])
-        value = _absolute(index, index.macros[name])
+        value = _absolute(index, index.macros[sibling])
         if offset is None or value is None:
             continue
-        votes[(value - offset, _base_macro(index.macros[name].body) or "base")] += 1
-    return max(votes, key=lambda k: votes[k]) if votes else None
+        votes[(value - offset, _base_macro(index.macros[sibling].body) or "base")] += 1
+    voted = max(votes, key=lambda k: votes[k]) if votes else None
+    index._chapter_bases[(file_path, prefix)] = voted  # the fallback depends on the whole name
+    return voted or _named_base(index, name)
+
+
+def _named_base(index: ChipIndex, name: str) -> tuple[int, str] | None:
+    """``IO_MUX_PIN_CTRL_REG`` -> DR_REG_IO_MUX_BASE, ``TWAI_MODE_REG`` -> DR_REG_TWAI0_BASE: the
+    longest leading run of name tokens that reg_base.h names a base after."""
+    tokens = name.split("_")[:-1]
+    bases = index.bases()
+    for length in range(min(len(tokens), 4), 0, -1):
+        stem = "_".join(tokens[:length])
+        for candidate in (f"DR_REG_{stem}_BASE", f"DR_REG_{stem}0_BASE"):
+            if candidate in bases:
+                return bases[candidate], candidate
+    return None
+
+
+def _manual_addresses(index: ChipIndex) -> list[tuple[str, int]]:
+    """(name, absolute address) of manual registers the headers lack: each instance of a
+    parameterised register, at every base of its peripheral family from the chapter's base up
+    (TWAI0, TWAI1, ...)."""
+    found: list[tuple[str, int]] = []
+    for documented, entries in index.trm.items():
+        entry = entries[0]
+        register = entry.register
+        for name, instance in manual_instances(register):
+            if name in index.macros and instance_addresses(index, index.macros[name]):
+                continue  # the header's own address is in the map already
+            offset = _parse_offset(_instance_address(register["address"], instance))
+            if offset is None:
+                continue
+            if offset >= _OFFSET_LIMIT:
+                found.append((name, offset))
+                continue
+            base = _chapter_base(index, entry.row["file_path"], documented)
+            if base is not None:
+                found += [(name, value + offset) for value in _family_bases(index, base[0])]
+    return found
+
+
+def manual_instances(register: dict[str, Any]) -> list[tuple[str, dict[str, str]]]:
+    """``AES_KEY_n_REG (n: 0-7)`` -> AES_KEY_0_REG .. AES_KEY_7_REG with their instance values;
+    a register without parameters is itself; one whose range is unknown has no instance."""
+    ranges = register["parameters"]
+    if not ranges and parameter_regex(register["name"], {}) is None:
+        return [(register["name"], {})]
+    if not ranges or any(r is None for r in ranges.values()):
+        return []
+    letters = list(ranges)
+    spans = [range(ranges[k][0], ranges[k][1] + 1) for k in letters]  # type: ignore[index]
+    out = []
+    for values in itertools.islice(itertools.product(*spans), _MAX_INSTANCES):
+        instance = {k: str(v) for k, v in zip(letters, values, strict=True)}
+        out.append((_fill_instance(register["name"], instance), instance))
+    return out
+
+
+def _fill_instance(name: str, instance: dict[str, str]) -> str:
+    """``LEDC_TIMER_SEL_CHn`` with n=0 -> ``LEDC_TIMER_SEL_CH0`` (parameters are lower-case)."""
+    for letter, value in instance.items():
+        name = re.sub(rf"(?<![a-z]){re.escape(letter)}(?![a-z])", value, name)
+    return name
+
+
+def _family_bases(index: ChipIndex, base: int) -> list[int]:
+    """``base`` and the later bases of the same peripheral family (UART -> UART1, UART2)."""
+    names = next((names for value, names in index.base_owners() if value == base), [])
+    stems = {_base_stem(n) for n in names}
+    later = [
+        value for value, names in index.base_owners() if value > base and stems & set(map(_base_stem, names))
+    ]
+    return [base, *later]
 
 
 def _unknown_name_message(index: ChipIndex, name: str) -> str:
@@ -725,40 +897,271 @@ def _base_stem(name: str) -> str:
     return re.sub(r"\d+", "", name.removeprefix("DR_REG_").removesuffix("_BASE")).rstrip("_")
 
 
-def _instance_addresses(index: ChipIndex, macro: Macro) -> list[int]:
-    """Instance 0, then instances 1.. while each lands on a base of the same peripheral family
-    (DR_REG_UART_BASE -> DR_REG_UART1_BASE): bases sit 4 KB apart, so a bare "is some base"
-    test would put UART4 on the I2C block."""
-    first = _absolute(index, macro, 0)
-    if first is None:
-        return []
-    found = [first]
+def instance_addresses(index: ChipIndex, macro: Macro) -> list[tuple[int, int]]:
+    """(instance, address) of every instance that lands in a block of the macro's own peripheral
+    family (its ``DR_REG_*_BASE`` names): bases sit 4 KB apart, so a bare "is some base" test
+    would put UART2 of ESP32-C3 on the I2C block. Instances that evaluate outside every block
+    are skipped, not fatal: ESP32-C3's REG_SPI_BASE(i) is 0 except for i = 2 (GP-SPI2)."""
     if not macro.params:
-        return found
-    bases = index.bases()
-    below = [(value, name) for name, value in bases.items() if value <= first]
-    if not below:
-        return found
-    base0, name0 = max(below)
-    offset = first - base0
-    by_value = {value: name for name, value in bases.items()}
-    for instance in range(1, _INSTANCE_LIMIT):
+        value = _absolute(index, macro, 0)
+        return [(0, value)] if value is not None else []
+    stems = _family(index, macro)
+    found: list[tuple[int, int]] = []
+    for instance in range(_INSTANCE_LIMIT):
         value = _absolute(index, macro, instance)
-        base_name = by_value.get(value - offset) if value is not None else None
-        if base_name is None or _base_stem(base_name) != _base_stem(name0) or value in found:
-            break
-        found.append(value)
+        owner = index.owning_base(value) if value is not None else None
+        if value is None or owner is None or any(value == v for _, v in found):
+            continue
+        owner_stems = {_base_stem(n) for n in owner[1]}
+        if not stems:  # a numeric expression: the family is the first instance's block
+            stems = owner_stems
+        if stems & owner_stems:
+            found.append((instance, value))
     return found
 
 
+def _family(index: ChipIndex, macro: Macro) -> set[str]:
+    """Stems of the ``DR_REG_*_BASE`` names a macro's expansion reaches (``UART`` for UART_X_REG(i))."""
+    stems: set[str] = set()
+    queue, seen = [macro.body], set()
+    while queue:
+        for name in _C_IDENTIFIER.findall(queue.pop()):
+            if name in seen:
+                continue
+            seen.add(name)
+            if _BASE_NAME.fullmatch(name):
+                stems.add(_base_stem(name))
+            if name in index.macros:  # DR_REG_TIMG_BASE(i) -> DR_REG_TIMERGROUP0_BASE
+                queue.append(index.macros[name].body)
+    return stems
+
+
 def _address_not_found(index: ChipIndex, address: int) -> str:
-    below = [(v, n) for n, v in index.bases().items() if v <= address]
-    where = ""
-    if below:
-        value, name = max(below)
-        where = f"; it lies at {name} (0x{value:08X}) + 0x{address - value:X}"
+    """Why nothing answers at ``address``: below every peripheral, a block nothing documents, a
+    reserved gap between two named registers, or past the last register of its block."""
+    head = f"no register at 0x{address:X} on {index.chip}"
     hint = " (an offset? pass peripheral=..., e.g. UART)" if address < _OFFSET_LIMIT else ""
-    return f"no register at 0x{address:X} on {index.chip}{where}{hint}"
+    owners = index.base_owners()
+    owner = index.owning_base(address)
+    if owner is None:
+        lowest = f"; the lowest peripheral base is {owners[0][1][0]} (0x{owners[0][0]:08X})" if owners else ""
+        return f"{head}: it lies below every peripheral base in reg_base.h{lowest}{hint}"
+    base, names = owner
+    following = [value for value, _ in owners if value > base]
+    end = following[0] if following else 1 << 32
+    where = f"{head}; it lies at {names[0]} (0x{base:08X}) + 0x{address - base:X}"
+    mapped = index.addresses()
+    block = sorted(a for a in mapped if base <= a < end)
+    if not block:
+        return f"{where}, a block in which neither the manual nor the headers place any register{hint}"
+    earlier = [a for a in block if a < address]
+    later = [a for a in block if a > address]
+    if not later:
+        last = block[-1]
+        return (
+            f"{where}, past the last register of that block ({mapped[last][0][0]} at 0x{last:08X}): "
+            f"outside every documented register map{hint}"
+        )
+    if not earlier:
+        return f"{where}, before its first register ({mapped[later[0]][0][0]} at 0x{later[0]:08X}){hint}"
+    return (
+        f"{where}, a reserved gap between {mapped[earlier[-1]][0][0]} (0x{earlier[-1]:08X}) and "
+        f"{mapped[later[0]][0][0]} (0x{later[0]:08X}){hint}"
+    )
+
+
+class UnknownRegister(ValueError):
+    """A register name the chip's manual and headers do not have."""
+
+
+def _elsewhere(table: Any, name: str, chip: str) -> str:
+    """Which other chips' manuals or headers have a register ``name``: a question asked for the
+    wrong chip should say so. ``name`` is a validated identifier."""
+    where = f"doc_type IN ('trm', 'src') AND array_has(symbol_refs, {_quote(name.upper())})"
+    found = sorted({c for row in _rows(table, where, ["chips"]) for c in row["chips"]} - {chip})
+    return f"; it exists on {', '.join(found)}" if found else ""
+
+
+# ---------------------------------------------------------------- one answer from manual and headers
+
+MANUAL = "manual"
+HEADERS = "headers"
+
+
+def merge_views(
+    manual: dict[str, Any] | None, header_fields: list[dict[str, Any]] | None, header_file: str | None
+) -> dict[str, Any]:
+    """The manual's register block and the header's field lines as one answer.
+
+    A field takes the manual's values where the manual documents it and the header's otherwise;
+    ``sources`` says who documents it, and every difference is listed in ``disagreements``
+    rather than resolved silently. The reset is the manual's when it gives one, else composed
+    from field defaults (headers first), and ``reset_from`` says which."""
+    manual_fields: list[dict[str, Any]] = (manual or {}).get("fields", [])
+    header_by_name = {_field_key(f["name"]): f for f in header_fields or []}
+    pairs = _same_fields(manual_fields, header_fields or [])
+    merged: list[dict[str, Any]] = []
+    for mine in manual_fields:  # manual order, reserved ranges included
+        twin = pairs.get(_field_key(mine["name"])) if mine["name"] != "(reserved)" else None
+        theirs = header_by_name[twin] if twin else {}
+        merged.append(
+            {
+                **mine,
+                "access": mine["access"] or theirs.get("access"),
+                "reset": mine["reset"] or theirs.get("reset"),
+                "description": mine["description"] or theirs.get("description") or "",
+                "sources": [MANUAL, HEADERS] if theirs else [MANUAL],
+            }
+        )
+    paired = set(pairs.values())
+    merged += [
+        {**f, "sources": [HEADERS]} for f in header_fields or [] if _field_key(f["name"]) not in paired
+    ]
+    by_source: dict[str, str | None] = {}
+    if manual is not None:
+        by_source[MANUAL] = manual.get("reset")
+    reasons: list[str] = []
+    if manual is not None and _int(manual.get("reset")) is None:
+        reasons.append(f"manual: Reset value {manual.get('reset')!r}")
+    if header_fields:
+        value, why = compose_reset(header_fields)
+        by_source[HEADERS] = f"0x{value:08X}" if value is not None else None
+        reasons += [f"headers: {why}"] if why else []
+    elif manual is not None:
+        reasons.append("headers: no field comments for this register")
+    manual_composed = compose_reset(manual_fields) if manual_fields else (None, "")
+    reasons += [f"manual fields: {manual_composed[1]}"] if manual_composed[1] else []
+    if _int(by_source.get(MANUAL)) is not None:  # not "see fields"
+        reset, reset_from = by_source[MANUAL], "manual (Reset value)"
+    elif by_source.get(HEADERS):
+        reset, reset_from = by_source[HEADERS], "composed from the header's field defaults"
+    elif manual_composed[0] is not None:
+        reset, reset_from = f"0x{manual_composed[0]:08X}", "composed from the manual's field resets"
+    else:
+        reset, reset_from = None, "unknown: " + ("; ".join(reasons) or "no source documents fields")
+    return {
+        "reset": reset,
+        "reset_from": reset_from,
+        "reset_by_source": by_source,
+        "fields": merged,
+        "sources": {
+            MANUAL: "Technical Reference Manual" if manual is not None else None,
+            HEADERS: header_file if header_fields else None,
+        },
+        "disagreements": disagreements(manual, header_fields) if manual and header_fields else [],
+    }
+
+
+def _same_fields(manual_fields: list[dict[str, Any]], header_fields: list[dict[str, Any]]) -> dict[str, str]:
+    """Manual field key -> header field key for fields that are the same field: the same name, or a
+    whole-register field the manual names after its register (``AES_KEY_n_REG(n:0-7)`` [31:0]
+    against the header's ``AES_KEY_0`` [31:0]) -- a naming habit, not a layout difference."""
+    mine = {_field_key(f["name"]): f for f in manual_fields if f["name"] != "(reserved)"}
+    theirs = {_field_key(f["name"]): f for f in header_fields}
+    pairs = {key: key for key in mine if key in theirs}
+    for key, field_ in mine.items():
+        if key in pairs or "_REG" not in key:
+            continue
+        twins = [
+            h for h in theirs if h not in pairs.values() and _same_bits(field_["bits"], theirs[h]["bits"])
+        ]
+        if len(twins) == 1:
+            pairs[key] = twins[0]
+    return pairs
+
+
+def disagreements(manual: dict[str, Any], header_fields: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Where the manual's register and the header's fields differ: reset, field existence (a field
+    only one side has, or renamed: same bits, other name), bit range, access, default."""
+    found: list[dict[str, Any]] = []
+    mine = {_field_key(f["name"]): f for f in manual["fields"] if f["name"] != "(reserved)"}
+    theirs = {_field_key(f["name"]): f for f in header_fields}
+    manual_reset = _int(manual.get("reset"))
+    header_reset, _ = compose_reset(header_fields)
+    if manual_reset is not None and header_reset is not None and manual_reset != header_reset:
+        found.append(
+            {
+                "kind": "reset differs",
+                MANUAL: manual["reset"],
+                HEADERS: f"0x{header_reset:08X}",
+                "note": "the header value is composed from field defaults; bits in no field count as 0",
+            }
+        )
+    pairs = _same_fields(manual["fields"], header_fields)
+    only_manual = [n for n in mine if n not in pairs]
+    only_headers = [n for n in theirs if n not in pairs.values()]
+    for name in list(only_manual):
+        twin = next((h for h in only_headers if _same_bits(mine[name]["bits"], theirs[h]["bits"])), None)
+        if twin is not None:
+            found.append({"kind": "field renamed", MANUAL: name, HEADERS: twin, "bits": mine[name]["bits"]})
+            only_manual.remove(name)
+            only_headers.remove(twin)
+    found += [{"kind": "field only in manual", "field": n, "bits": mine[n]["bits"]} for n in only_manual]
+    found += [{"kind": "field only in headers", "field": n, "bits": theirs[n]["bits"]} for n in only_headers]
+    for name, twin in sorted(pairs.items()):
+        a, b = mine[name], theirs[twin]
+        if not _same_bits(a["bits"], b["bits"]):
+            found.append({"kind": "bits differ", "field": name, MANUAL: a["bits"], HEADERS: b["bits"]})
+        if a["access"] and b["access"] and _norm_access(a["access"]) != _norm_access(b["access"]):
+            found.append({"kind": "access differs", "field": name, MANUAL: a["access"], HEADERS: b["access"]})
+        if None not in (_int(a["reset"]), _int(b["reset"])) and _int(a["reset"]) != _int(b["reset"]):
+            found.append({"kind": "default differs", "field": name, MANUAL: a["reset"], HEADERS: b["reset"]})
+    return found
+
+
+def compose_reset(fields: list[dict[str, Any]]) -> tuple[int | None, str]:
+    """A register's reset value from its fields' defaults; (None, why) when one is undefined."""
+    value = 0
+    for item in fields:
+        span, default = _bit_span(item["bits"]), _int(item["reset"])
+        if span is None or default is None:
+            missing = "bit range" if span is None else "default"
+            return None, f"no reset: field {item['name']} has no {missing}"
+        high, low = span
+        value |= (default & ((1 << (high - low + 1)) - 1)) << low
+    return value, ""
+
+
+def _bit_span(bits: str | None) -> tuple[int, int] | None:
+    """``23:20`` -> (23, 20), ``3`` -> (3, 3), ``?`` -> None."""
+    if not bits or not re.fullmatch(r"\d+(?::\d+)?", bits):
+        return None
+    high, _, low = bits.partition(":")
+    return int(high), int(low or high)
+
+
+def _field_key(name: str) -> str:
+    """A field name compared across sources: the manual's rendering can keep stray punctuation."""
+    return re.sub(r"[^A-Z0-9_]", "", name.upper())
+
+
+def _same_bits(a: str | None, b: str | None) -> bool:
+    return _bit_span(a) == _bit_span(b)
+
+
+def _norm_access(access: str) -> str:
+    return re.sub(r"\s+", "", access).upper()
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text, 16) if text else None
+    except ValueError:
+        return None
+
+
+def _instance_of(register: dict[str, Any], header_name: str) -> dict[str, str]:
+    """The instance a header macro is of a parameterised manual register (``CH0`` of ``CHn``)."""
+    pattern = parameter_regex(register["name"], register["parameters"])
+    match = pattern.match(header_name) if pattern is not None else None
+    return {k.removeprefix("p_"): v for k, v in match.groupdict().items()} if match else {}
+
+
+def _instance_fields(fields: list[dict[str, Any]], instance: dict[str, str]) -> list[dict[str, Any]]:
+    """Manual field names with the instance filled in (``LEDC_TIMER_SEL_CHn`` -> ``..._CH0``)."""
+    if not instance:
+        return fields
+    return [{**item, "name": _fill_instance(item["name"], instance)} for item in fields]
 
 
 def _compare_target(chip: str, revision: str | None, compare_with: str) -> tuple[str, str | None]:
@@ -825,17 +1228,39 @@ def lookup_register(
         if peripheral is not None:
             _validate_identifier(peripheral, "peripheral")
         target = _parse_address(address)
+        if target % 4 and target not in index.addresses():  # CLIC's byte registers are real
+            aligned = _registers_at(index, target & ~3, peripheral)
+            inside = f"; 0x{target & ~3:X} holds {aligned[0][0]}" if aligned else ""
+            raise ValueError(
+                f"address 0x{target:X} is not 32-bit aligned: registers sit at multiples of 4{inside}"
+            )
         names = _registers_at(index, target, peripheral)
         if not names:
             raise ValueError(_address_not_found(index, target))
-        answer = _describe_register(index, names[0][0], header_instance=names[0][1])
+        answers = [_describe_register(index, n, header_instance=i) for n, i in names]
+        # an alias without fields (ESP32's IO_MUX_GPIO37_REG = PERIPHS_IO_MUX_...) yields to the
+        # name that documents the layout
+        best = max(range(len(answers)), key=lambda k: (bool(answers[k]["fields"]), -k))
+        answer = answers[best]
         answer["queried_address"] = f"0x{target:X}" + (f" in {peripheral}" if peripheral else "")
-        if names[0][1]:
-            answer["queried_instance"] = names[0][1]  # e.g. UART2 of UART_CLKDIV_REG(i)
+        if names[best][1]:
+            answer["queried_instance"] = names[best][1]  # e.g. UART2 of UART_CLKDIV_REG(i)
         if len(names) > 1:
-            answer["also_at_this_address"] = [name for name, _ in names[1:]]
+            answer["also_at_this_address"] = [n for k, (n, _) in enumerate(names) if k != best]
+        if peripheral is None and answer["address_absolute"] != f"0x{target:08X}":
+            owner = index.owning_base(target)
+            assert owner is not None  # the address map only holds addresses inside a block
+            answer["absolute_from"] = (
+                f"the queried address: {owner[1][0]} (0x{owner[0]:08X}) + 0x{target - owner[0]:X}, "
+                f"the documented offset in this instance of the peripheral"
+            )
+            answer["address_absolute"] = f"0x{target:08X}"
     else:
-        answer = _describe_register(index, _validate_identifier(name, "name"))  # type: ignore[arg-type]
+        register = _validate_identifier(name, "name")  # type: ignore[arg-type]
+        try:
+            answer = _describe_register(index, register)
+        except UnknownRegister as error:
+            raise UnknownRegister(str(error) + _elsewhere(table, register, chip_id)) from None
     answer = {"chip": chip_id, "revision": rev, "revision_scope": _revision_scope(chip_id, rev), **answer}
     if compare_with is not None:
         other_chip, other_rev = _compare_target(chip_id, rev, compare_with)

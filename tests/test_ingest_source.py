@@ -44,19 +44,27 @@ def test_rows_are_valid_src_rows_with_provenance(rows: list[dict[str, Any]]) -> 
 def test_register_header_becomes_a_card_with_address_expressions(rows: list[dict[str, Any]]) -> None:
     (card,) = _by_path(rows, "esp32c3/register/soc/uart_reg.h")
     body = card["text"].split("\n\n", 1)[1]
-    assert body.splitlines() == [
+    lines = body.splitlines()
+    assert lines[:5] == [
         "UART_FIFO_REG(i) = REG_UART_BASE(i) + 0x0  // FIFO data register",
+        "- UART_RXFIFO_RD_BYTE [7:0] (RO) reset 0x0: UART $n accesses FIFO via this register.",
         "UART_CLKDIV_REG(i) = REG_UART_BASE(i) + 0x14  // Clock divider configuration",
+        "- UART_CLKDIV [11:0] (R/W) reset 0x2B6: The integral part of the frequency divider factor.",
+        "- UART_CLKDIV_FRAG [23:20] (R/W) reset 0x0: The decimal part of the frequency divider factor.",
     ]
+    # defaults in decimal (34636400) become hex; bits come from _S/_V (BIT(31) -> [31])
+    assert "- UART_DATE [27:0] (R/W) reset 0x2108270: Version control register." in lines
+    assert "- UART_DATE_FLAG [31] (RO) reset 0x1: Set on production silicon." in lines
     assert "_M" not in card["text"] and "bitpos" not in card["text"]
-    # field names stay findable through symbol_refs, registers first
-    assert card["symbol_refs"] == [
+    # field names stay findable through symbol_refs, each after its register
+    assert card["symbol_refs"][:5] == [
         "UART_FIFO_REG",
         "UART_RXFIFO_RD_BYTE",
         "UART_CLKDIV_REG",
         "UART_CLKDIV",
         "UART_CLKDIV_FRAG",
     ]
+    assert card["symbol_refs"][-3:] == ["UART_DATE_REG", "UART_DATE", "UART_DATE_FLAG"]
     assert card["file_refs"] == ["soc/soc.h"]
 
 
@@ -66,6 +74,48 @@ def test_old_layout_register_header_under_include_soc(rows: list[dict[str, Any]]
     assert "Older layout: register headers under include/soc" in card["text"]
     assert "LEDC_HSCH0_HPOINT_REG = DR_REG_LEDC_BASE + 0x0004" in card["text"]
     assert "LEDC_HPOINT_HSCH0" in card["symbol_refs"]
+    # old comment style (``/* X : R/W ;bitpos:[3] ;default: 1'b0 ; */`` + ``/*description: ...*/``)
+    assert "- LEDC_IDLE_LV_HSCH0 [3] (R/W) reset 0x0: This bit is used to control" in card["text"]
+
+
+@pytest.mark.parametrize(
+    ("default", "value"),
+    [
+        ("694", "0x2B6"),
+        ("12'h2B6", "0x2B6"),
+        ("1'b1", "0x1"),
+        ("~22'b0", "0x3FFFFF"),
+        ("32'h0_1", "0x1"),
+        ("36732976 (0x2308030)", "0x2308030"),
+        ("x", None),
+        ("", None),
+        ("6'b32", None),
+        ("35684752 (0x21FFB30) for rev 0.0", None),
+    ],
+)
+def test_parse_default_reads_every_header_notation(default: str, value: str | None) -> None:
+    assert ingest_source.parse_default(default) == value
+
+
+def test_field_line_takes_bits_from_the_macros_and_caps_the_description() -> None:
+    comment = "/** F : R/W; bitpos: [3:0]; default: x;\n *  " + "word " * 60 + "\n */"
+    line = ingest_source.field_line("F", comment, {"F_S": "4", "F_V": "0xFU"})
+    assert line.startswith("- F [7:4] (R/W) reset x: word word")  # _S/_V win: code uses them
+    assert line.endswith("…") and len(line.split(": ", 1)[1]) <= ingest_source.DESCRIPTION_CHARS
+    assert ingest_source.field_line("G", "", {}) == "- G [?]"
+    # a placeholder description is dropped, and its asterisks do not make the comment a banner
+    placeholder = "/** P : R/W; bitpos: [7:0]; default: 39;\n *  ******* Description ***********\n */"
+    code = f"{placeholder}\n#define P 0xFF\n#define P_M (P_V << P_S)\n#define P_V 0xFF\n#define P_S 0\n"
+    (item,) = [i for i in ingest_source.scan_header(code) if i.kind == "define" and i.names == ["P"]]
+    assert (
+        ingest_source.field_line("P", item.comment, {"P_S": "0", "P_V": "0xFF"})
+        == "- P [7:0] (R/W) reset 0x27"
+    )
+    # upstream typos and per-revision notes still yield access and default
+    assert (
+        ingest_source.field_line("H", "/* H : R/W ;bitpos:4] ;default: 1'b1 ; */", {})
+        == "- H [4] (R/W) reset 0x1"
+    )
 
 
 def test_capability_header_is_a_small_chunk_per_peripheral(rows: list[dict[str, Any]]) -> None:
@@ -239,7 +289,8 @@ def test_real_idf_chip_headers_fully_reach_chunks() -> None:
     assert gaps == [] and declared == reached > 5000
     card = results["components/soc/esp32c3/register/soc/uart_reg.h"]
     assert card.card and any("UART_CLKDIV_REG(i) = REG_UART_BASE(i) + 0x14" in r["text"] for r in card.rows)
-    assert all(len(r["text"].split()) <= 400 for r in card.rows)
+    assert all(len(r["text"].split()) <= ingest_source.CARD_WORDS for r in card.rows)
+    assert "- UART_CLKDIV [11:0] (R/W) reset 0x2B6: " in "\n".join(r["text"] for r in card.rows)
     caps = results["components/soc/esp32c3/include/soc/soc_caps.h"]
     assert any("#define SOC_UART_NUM" in r["text"] for r in caps.rows)
 

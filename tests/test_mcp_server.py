@@ -183,6 +183,40 @@ def test_register_compares_esp32p4_revisions(call: Call) -> None:
     assert default["revision"] == "mainline" and len(default["fields"]) == 5
 
 
+def test_register_header_only_answers_with_a_composed_reset(call: Call) -> None:
+    answer = register(call, {"chip": "esp32c3", "name": "UART_DATE_REG"})
+    assert (
+        answer["reset"] == "0x02008270"
+        and answer["reset_from"] == "composed from the header's field defaults"
+    )
+    assert answer["fields"] == [
+        {
+            "name": "UART_DATE",
+            "bits": "31:0",
+            "access": "R/W",
+            "reset": "0x2008270",
+            "description": "Version control register.",
+            "sources": ["headers"],
+        }
+    ]
+    assert answer["sources"]["manual"] is None and answer["address_absolute"] == "0x6000007C"
+
+
+def test_register_reports_where_manual_and_headers_disagree(call: Call) -> None:
+    answer = register(call, {"chip": "esp32c3", "address": "0x60000020"})
+    assert answer["name"] == "UART_CONF0_REG" and answer["reset"] == "0x1000001C"
+    assert answer["reset_by_source"] == {"manual": "0x1000001C", "headers": "0x0000003C"}
+    assert [(d["kind"], d.get("field")) for d in answer["disagreements"]] == [
+        ("reset differs", None),
+        ("default differs", "UART_STOP_BIT_NUM"),
+    ]
+
+
+def test_register_base_plus_zero_answers(call: Call) -> None:
+    answer = register(call, {"chip": "esp32c3", "address": "0x6003A000"})
+    assert answer["name"] == "AES_KEY_0_REG" and answer["address_absolute"] == "0x6003A000"
+
+
 def test_register_unknown_name_offers_the_closest_names(call: Call) -> None:
     text = error_text(call("esp32_docs_register", {"chip": "esp32c3", "name": "UART_CLKDIV_RG"}))
     assert "no register 'UART_CLKDIV_RG' on esp32c3; closest names: UART_CLKDIV_REG" in text
@@ -229,6 +263,15 @@ def test_register_unknown_name_offers_the_closest_names(call: Call) -> None:
         ("esp32_docs_register", {"chip": "esp32c3", "name": "UART' OR 1=1"}, "must be a C identifier"),
         ("esp32_docs_register", {"chip": "esp32c3", "address": "0xZZ"}, "address must be a number"),
         ("esp32_docs_register", {"chip": "esp32c3", "address": "0x7000"}, "no register at 0x7000 on esp32c3"),
+        ("esp32_docs_register", {"chip": "esp32c3", "address": "0x60000016"}, "not 32-bit aligned"),
+        ("esp32_docs_register", {"chip": "esp32c3", "address": -4}, "must lie in 0x0-0xFFFFFFFF"),
+        ("esp32_docs_register", {"chip": "esp32c3", "address": "0x100000000"}, "must lie in 0x0-0xFFFFFFFF"),
+        (
+            "esp32_docs_register",
+            {"chip": "esp32c3", "address": "0x60000050"},
+            "a reserved gap between UART_CONF0_REG (0x60000020) and UART_DATE_REG (0x6000007C)",
+        ),
+        ("esp32_docs_register", {"chip": "esp32c3", "name": "ECDSA_INT_ENA_REG"}, "it exists on esp32p4"),
     ],
 )
 def test_bad_input_reaches_the_client_naming_valid_values(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -266,6 +267,138 @@ def test_bad_input_raises_value_error_naming_the_fix(
         registers.lookup_register(table, **kwargs)
 
 
+def test_header_only_register_answers_with_fields_and_composed_reset(table: Any) -> None:
+    answer = registers.lookup_register(table, "esp32c3", name="UART_DATE_REG")
+    assert answer["note"].startswith("not in the Technical Reference Manual; fields and reset from")
+    assert [(f["name"], f["bits"], f["access"], f["reset"], f["sources"]) for f in answer["fields"]] == [
+        ("UART_DATE", "27:0", "R/W", "0x2108270", ["headers"]),
+        ("UART_DATE_FLAG", "31", "RO", "0x1", ["headers"]),
+    ]
+    # 0x2108270 in bits 27:0 plus 1 in bit 31
+    assert answer["reset"] == "0x82108270"
+    assert answer["reset_from"] == "composed from the header's field defaults"
+    assert answer["sources"] == {"manual": None, "headers": "components/soc/esp32c3/register/soc/uart_reg.h"}
+    assert answer["disagreements"] == []
+
+
+def test_manual_and_header_disagreements_are_listed_not_hidden(table: Any) -> None:
+    answer = registers.lookup_register(table, "esp32c3", name="UART_CONF0_REG")
+    assert answer["reset"] == "0x1000001C" and answer["reset_from"] == "manual (Reset value)"
+    assert answer["reset_by_source"] == {"manual": "0x1000001C", "headers": "0x0000001C"}
+    found = {(d["kind"], d.get("field") or d.get("manual")) for d in answer["disagreements"]}
+    assert found == {
+        ("reset differs", "0x1000001C"),
+        ("field renamed", "UART_TXFIFO_RST"),
+        ("field only in manual", "UART_PARITY_EN"),
+        ("access differs", "UART_STOP_BIT_NUM"),
+        ("bits differ", "UART_SW_RTS"),
+    }
+    renamed = next(d for d in answer["disagreements"] if d["kind"] == "field renamed")
+    assert renamed == {
+        "kind": "field renamed",
+        "manual": "UART_TXFIFO_RST",
+        "headers": "UART_TXFIFO_RESET",
+        "bits": "18",
+    }
+    sources = {f["name"]: f["sources"] for f in answer["fields"]}
+    assert sources["UART_BIT_NUM"] == ["manual", "headers"] and sources["UART_PARITY_EN"] == ["manual"]
+    assert sources["UART_TXFIFO_RESET"] == ["headers"]
+
+
+def test_agreeing_sources_report_no_disagreement(table: Any) -> None:
+    answer = registers.lookup_register(table, "esp32c3", name="UART_CLKDIV_REG")
+    assert answer["disagreements"] == []
+    assert answer["reset_by_source"] == {"manual": "0x000002B6", "headers": "0x000002B6"}
+
+
+def test_a_whole_register_field_named_after_its_register_is_the_same_field() -> None:
+    manual = {
+        "name": "AES_KEY_n_REG",
+        "reset": "0x00000000",
+        "fields": [
+            {
+                "name": "AES_KEY_3_REG(3:0-7)",
+                "bits": "31:0",
+                "access": "R/W",
+                "reset": "0x0",
+                "description": "",
+            }
+        ],
+    }
+    header = [{"name": "AES_KEY_3", "bits": "31:0", "access": "WO", "reset": "0x0", "description": "Key."}]
+    merged = registers.merge_views(manual, header, "aes_reg.h")
+    assert [(f["name"], f["sources"]) for f in merged["fields"]] == [
+        ("AES_KEY_3_REG(3:0-7)", ["manual", "headers"])
+    ]
+    # the pair is still compared: only the access differs
+    assert [d["kind"] for d in merged["disagreements"]] == ["access differs"]
+    renamed = [{**header[0], "name": "AES_KEY_WORD"}]
+    other = {**manual, "fields": [{**manual["fields"][0], "name": "AES_KEY"}]}
+    assert [d["kind"] for d in registers.merge_views(other, renamed, "aes_reg.h")["disagreements"]] == [
+        "field renamed"
+    ]
+
+
+def test_compose_reset_says_which_field_blocks_it() -> None:
+    fields = [
+        {"name": "A", "bits": "3:0", "reset": "0xF"},
+        {"name": "B", "bits": "8", "reset": "0x1"},
+    ]
+    assert registers.compose_reset(fields) == (0x10F, "")
+    assert registers.compose_reset([*fields, {"name": "C", "bits": "9", "reset": "x"}]) == (
+        None,
+        "no reset: field C has no default",
+    )
+    assert registers.compose_reset([{"name": "D", "bits": "?", "reset": "0x0"}])[1] == (
+        "no reset: field D has no bit range"
+    )
+
+
+def test_base_plus_zero_and_every_instance_of_a_parameterised_register_resolve(table: Any) -> None:
+    # AES_KEY_n_REG (n: 0-7) at 0x0000+4*n: the headers only define AES_KEY_3_REG
+    first = registers.lookup_register(table, "esp32c3", address="0x6003A000")
+    assert first["name"] == "AES_KEY_0_REG" and first["instance"] == {"n": "0"}
+    assert first["address_absolute"] == "0x6003A000"
+    assert first["absolute_from"] == "documented offset + DR_REG_AES_BASE (0x6003A000)"
+    assert registers.lookup_register(table, "esp32c3", address="0x6003A01C")["name"] == "AES_KEY_7_REG"
+    header = registers.lookup_register(table, "esp32c3", address="0x6003A00C")
+    assert header["name"] == "AES_KEY_3_REG" and header["header_defines"][0]["name"] == "AES_KEY_3_REG"
+    # a manual-only register answers in every instance of its peripheral
+    uart1_id = registers.lookup_register(table, "esp32c3", address="0x60010080")
+    assert uart1_id["name"] == "UART_ID_REG" and uart1_id["address_absolute"] == "0x60010080"
+
+
+@pytest.mark.parametrize(
+    ("address", "message"),
+    [
+        (
+            "0x60000016",
+            "not 32-bit aligned: registers sit at multiples of 4; 0x60000014 holds UART_CLKDIV_REG",
+        ),
+        (-4, "must lie in 0x0-0xFFFFFFFF"),
+        ("0x1_0000_0000", "must lie in 0x0-0xFFFFFFFF"),
+        ("0x6000zz14", "address must be a number such as 0x60004000"),
+        ("0x60000050", "a reserved gap between UART_CONF0_REG (0x60000020) and UART_DATE_REG (0x6000007C)"),
+        (
+            "0x30000000",
+            "below every peripheral base in reg_base.h; the lowest peripheral base is DR_REG_UART_BASE",
+        ),
+        ("0x6003A100", "past the last register of that block (AES_MODE_REG at 0x6003A040)"),
+        ("0x60019000", "a block in which neither the manual nor the headers place any register"),
+    ],
+)
+def test_bad_addresses_say_what_is_valid(table: Any, address: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        registers.lookup_register(table, "esp32c3", address=address)
+
+
+def test_a_name_from_another_chip_says_which_chips_have_it(table: Any) -> None:
+    with pytest.raises(
+        ValueError, match=r"no register 'LEDC_CH0_CONF0_REG' on esp32c3.*; it exists on esp32p4$"
+    ):
+        registers.lookup_register(table, "esp32c3", name="LEDC_CH0_CONF0_REG")
+
+
 @pytest.mark.corpus
 def test_real_esp32c3_headers_give_absolute_addresses(tmp_path: Path) -> None:
     """The header side on a real ESP-IDF (IDF_PATH): esp32c3 and shared headers only, kept lean."""
@@ -283,4 +416,9 @@ def test_real_esp32c3_headers_give_absolute_addresses(tmp_path: Path) -> None:
     uart1 = registers.lookup_register(real, "esp32c3", address="0x60010014")
     assert uart1["name"] == "UART_CLKDIV_REG" and uart1["queried_instance"] == 1
     gpio = registers.lookup_register(real, "esp32c3", name="GPIO_PIN5_REG")
-    assert gpio["address_absolute"] == "0x60004088" and gpio["note"].startswith("not found in the Technical")
+    assert gpio["address_absolute"] == "0x60004088"
+    assert gpio["note"] == "not in the Technical Reference Manual; fields and reset from the SoC header"
+    assert gpio["reset"] is not None and gpio["fields"] and gpio["fields"][0]["sources"] == ["headers"]
+    # the cache controller is in no manual chapter: the header's field comments are all there is
+    cache = registers.lookup_register(real, "esp32c3", name="EXTMEM_ICACHE_CTRL_REG")
+    assert cache["reset_from"] == "composed from the header's field defaults" and cache["fields"]

@@ -1,0 +1,128 @@
+"""register_facts.py: the address-map checker and the census, on a real LanceDB table built from
+the fixtures, on a deliberately broken copy of them, and over every chip of a real ESP-IDF."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import lancedb
+import pytest
+from test_registers import _src_rows, _trm_rows
+
+import ingest_source
+import register_facts
+from embed_and_store import MODEL_ID_KEY, VECTOR_DIM_KEY
+from schema import arrow_schema
+
+
+def _store(path: Path, rows: list[dict[str, Any]]) -> Any:
+    """A store the CLI can open: zero vectors (the register tool never reads them), model metadata."""
+    schema = arrow_schema(4).with_metadata({MODEL_ID_KEY: b"zero-vectors", VECTOR_DIM_KEY: b"4"})
+    return lancedb.connect(path).create_table(
+        "chunks", [{**r, "vector": [0.0] * 4} for r in rows], schema=schema
+    )
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("good")
+    _store(path, _trm_rows() + _src_rows())
+    return path
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixtures with ESP32-C3's DR_REG_UART_BASE line removed from reg_base.h."""
+    rows = []
+    for row in _trm_rows() + _src_rows():
+        if row["file_path"].endswith("esp32c3/register/soc/reg_base.h"):
+            text = "\n".join(line for line in row["text"].splitlines() if "DR_REG_UART_BASE" not in line)
+            row = {**row, "text": text}
+        rows.append(row)
+    path = tmp_path_factory.mktemp("broken")
+    _store(path, rows)
+    return path
+
+
+def _table(path: Path) -> Any:
+    return lancedb.connect(path).open_table("chunks")
+
+
+def test_every_fixture_register_answers_at_its_address(good: Path) -> None:
+    table = _table(good)
+    coverage = register_facts.address_coverage(table, "esp32c3", None)
+    # UART: 4 registers x 2 instances (UART2 would land on I2C), AES_KEY_3_REG, AES_MODE_REG
+    assert (coverage.checked, coverage.resolved, coverage.failures) == (10, 10, [])
+    for revision in ("mainline", "v1.3"):
+        assert register_facts.address_coverage(table, "esp32p4", revision).share == 1.0
+
+
+def test_address_checker_fails_on_a_broken_fixture(broken: Path) -> None:
+    coverage = register_facts.address_coverage(_table(broken), "esp32c3", None)
+    assert coverage.share < 1.0
+    failed = dict(coverage.failures)
+    assert set(failed) == {"UART_FIFO_REG", "UART_CLKDIV_REG", "UART_CONF0_REG", "UART_DATE_REG"}
+    # UART_ID_REG is manual-only and loses its base with its siblings: not a header register
+    assert "uses DR_REG_UART_BASE, which no esp32c3 header defines" in failed["UART_CLKDIV_REG"]
+
+
+def test_addresses_cli_exit_status_follows_coverage(good: Path, broken: Path, capsys: Any) -> None:
+    assert register_facts.main(["addresses", "--db", str(good), "--chip", "esp32c3"]) == 0
+    assert "10/10 header register instances (100.00%)" in capsys.readouterr().out
+    assert register_facts.main(["addresses", "--db", str(broken), "--chip", "esp32c3"]) == 2
+    out = capsys.readouterr().out
+    assert "UART_CLKDIV_REG: " in out and "(100.00%)" not in out.splitlines()[-1]
+
+
+def test_census_counts_and_report(good: Path, tmp_path: Path) -> None:
+    table = _table(good)
+    result = register_facts.census(table, "esp32c3", None)
+    # header registers: UART_FIFO/CLKDIV/CONF0/DATE, AES_KEY_3, AES_MODE; the hand-written AES
+    # ones have no field comments but the manual documents them
+    assert (result.header_registers, result.header_complete) == (6, 6)
+    # manual registers: UART FIFO/CLKDIV/ID/CONF0, AES_KEY_n, AES_MODE; compared where the
+    # headers give fields (FIFO, CLKDIV, CONF0); CONF0 disagrees
+    assert (result.manual_registers, result.manual_compared, result.manual_agree) == (6, 3, 2)
+    assert result.kinds == {
+        "reset differs": 1,
+        "field renamed": 1,
+        "field only in manual": 1,
+        "access differs": 1,
+        "bits differ": 1,
+    }
+    report = tmp_path / "census.md"
+    assert (
+        register_facts.main(["census", "--db", str(good), "--chip", "esp32c3", "--report", str(report)]) == 0
+    )
+    text = report.read_text()
+    assert "| esp32c3 | 6/6 (100.0%) | 3/6 | 2/3 (66.7%) |" in text
+    assert (
+        "- UART_CONF0_REG: field renamed: manual UART_TXFIFO_RST, headers UART_TXFIFO_RESET, bits 18" in text
+    )
+
+
+def test_cli_rejects_an_unknown_chip(good: Path) -> None:
+    with pytest.raises(SystemExit, match="valid chips"):
+        register_facts.main(["addresses", "--db", str(good), "--chip", "esp33"])
+
+
+@pytest.mark.corpus
+def test_real_headers_every_unresolved_address_is_an_upstream_hole(tmp_path: Path) -> None:
+    """Every chip of a real ESP-IDF (IDF_PATH), headers only: each header register answers at its
+    address unless its header expression cannot be evaluated, and then the checker says why
+    (a base no header defines, a function-like macro used bare). Anything else is our bug."""
+    idf = os.environ.get("IDF_PATH")
+    if not idf:
+        pytest.skip("IDF_PATH is not set (an ESP-IDF checkout)")
+    headers, _ = ingest_source.discover_headers(Path(idf))
+    rows = [row for h in headers for row in ingest_source.header_rows(h, "v", "c").rows]
+    table = _store(tmp_path, rows)
+    upstream = re.compile(r"uses \w+(, which no .* header defines| without arguments)")
+    for chip, revision in register_facts.scopes(list(register_facts.chips())):
+        coverage = register_facts.address_coverage(table, chip, revision)
+        ours = [(label, why) for label, why in coverage.failures if not upstream.search(why)]
+        assert ours == [], f"{coverage.scope}: {ours[:5]}"
+        assert coverage.share > 0.85, f"{coverage.scope}: {coverage.share:.1%}"
