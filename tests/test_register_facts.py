@@ -22,7 +22,7 @@ def _store(path: Path, rows: list[dict[str, Any]]) -> Any:
     """A store the CLI can open: zero vectors (the register tool never reads them), model metadata."""
     schema = arrow_schema(4).with_metadata({MODEL_ID_KEY: b"zero-vectors", VECTOR_DIM_KEY: b"4"})
     return lancedb.connect(path).create_table(
-        "chunks", [{**r, "vector": [0.0] * 4} for r in rows], schema=schema
+        "chunks", [{**r, "vector": [0.0] * 4, "windows": [[0.0] * 4]} for r in rows], schema=schema
     )
 
 

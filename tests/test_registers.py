@@ -52,7 +52,7 @@ def _src_rows() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def table(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    rows = [{**row, "vector": [0.0] * 4} for row in _trm_rows() + _src_rows()]
+    rows = [{**row, "vector": [0.0] * 4, "windows": [[0.0] * 4]} for row in _trm_rows() + _src_rows()]
     db = lancedb.connect(tmp_path_factory.mktemp("store"))
     return db.create_table("chunks", rows, schema=arrow_schema(4))
 
@@ -408,7 +408,7 @@ def test_real_esp32c3_headers_give_absolute_addresses(tmp_path: Path) -> None:
     headers, _ = ingest_source.discover_headers(Path(idf))
     chosen = [h for h in headers if "/esp32c3/" in h.rel_path or len(h.chips) > 1]
     src = [row for h in chosen for row in ingest_source.header_rows(h, "v", "c").rows]
-    rows = [{**row, "vector": [0.0] * 4} for row in _trm_rows() + src]
+    rows = [{**row, "vector": [0.0] * 4, "windows": [[0.0] * 4]} for row in _trm_rows() + src]
     real = lancedb.connect(tmp_path).create_table("chunks", rows, schema=arrow_schema(4))
     answer = registers.lookup_register(real, "esp32c3", name="UART_CLKDIV_REG")
     assert answer["address_absolute"] == "0x60000014"
