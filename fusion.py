@@ -117,6 +117,23 @@ def fuse_symbols(
     return sorted(by_id.values(), key=lambda row: -row["score"])
 
 
+# The passages that state a chip's capabilities: one macro per line in words (ingest_source.py).
+CAPABILITY_SOURCE = re.compile(r"_caps\.h$")
+
+
+def fuse_capability_definitions(ranked: RankedList) -> RankedList:
+    """One more reciprocal-rank vote for capability-header passages, for capability questions.
+
+    "How many LED PWM channels" is answered by one ``SOC_LEDC_CHANNEL_NUM`` line, but register
+    cards and structs that describe every channel's fields match its words more often; the
+    capability chunks keep their fused order among themselves.
+    """
+    stating = [row for row in ranked if CAPABILITY_SOURCE.search(row["file_path"])]
+    for position, row in enumerate(stating, 1):
+        row["score"] += 1.0 / (RRF_K + position)
+    return sorted(ranked, key=lambda row: -row["score"])
+
+
 def fuse_register_definitions(ranked: RankedList) -> RankedList:
     """One more reciprocal-rank vote, for passages that define registers, in their fused order.
 

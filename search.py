@@ -254,6 +254,8 @@ class SearchEngine:
             ranked = fusion.fuse_symbols(ranked, hits, CANDIDATE_POOL, tiered)
         if fusion.REGISTER_INTENT.search(query):
             ranked = fusion.fuse_register_definitions(ranked)
+        if kind == "capability":
+            ranked = fusion.fuse_capability_definitions(ranked)
         return ranked
 
     @staticmethod

@@ -309,3 +309,9 @@ def test_reciprocal_rank_fusion_weights_and_names_each_list() -> None:
     assert [row["_rowid"] for row in fused] == [1, 2, 0], "b is in both lists; fts counts double"
     assert fused[0]["matched_by"] == ["vector", "fts"]
     assert fused[1]["score"] == pytest.approx(2.0 / 61)
+
+
+def test_capability_questions_vote_for_capability_header_passages() -> None:
+    caps = {"_rowid": 1, "file_path": "components/soc/esp32c6/include/soc/soc_caps.h", "score": 0.02}
+    card = {"_rowid": 2, "file_path": "components/soc/esp32c6/register/soc/ledc_reg.h", "score": 0.025}
+    assert [row["_rowid"] for row in fusion.fuse_capability_definitions([card, caps])] == [1, 2]
