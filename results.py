@@ -7,12 +7,15 @@ for ESP-IDF pages, the public docs URL for the chip asked about.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 from chip_vocab import chips
 
 RESULT_TEXT_CHARS = 2400
+# A chunk that is one register block: heading line, blank line, then "Register X" / "Address: ...".
+REGISTER_CHUNK = re.compile(r"[^\n]*\n\n?Register \S+.*\nAddress: .*")
 IDF_DOCS_URL = "https://docs.espressif.com/projects/esp-idf/en/latest/{chip}/{path}.html"
 
 # fmt: off
@@ -32,22 +35,46 @@ def query_terms(query: str) -> list[str]:
 def excerpt(
     text: str, focus: list[str], budget: int = RESULT_TEXT_CHARS, terms: list[str] | None = None
 ) -> tuple[str, bool]:
-    """Shorten ``text`` to ``budget`` characters, keeping the heading line and the part that matters:
-    the first line naming a focus symbol, else the line-aligned window holding most query terms."""
+    """Shorten ``text`` to ``budget`` characters, keeping its lead and the part that matters: the
+    first line naming a focus symbol, else the line where the query's rarer words meet.
+
+    The lead is the heading line, and for a register block every line before its field list (name,
+    address, reset value, summary): a register answer without its address or reset is no answer.
+    """
     if len(text) <= budget:
         return text, False
-    heading = text.split("\n", 1)[0]
-    room = max(budget - len(heading) - 4, 200)
+    lead = _lead(text)
+    room = max(budget - len(lead) - 4, 200)
     lowered = text.lower()
-    positions = [p for p in (lowered.find(s.lower()) for s in focus) if p >= 0]
+    positions = [p for p in (lowered.find(s.lower(), len(lead)) for s in focus) if p >= 0]
     if positions:
         start = text.rfind("\n", 0, min(positions)) + 1
     else:
-        starts = [0] + [m.end() for m in re.finditer("\n", text)]
-        start = max(starts, key=lambda p: (sum(t in lowered[p : p + room] for t in terms or ()), -p))
+        # the best line with a third of the window before it: what leads up to an answer matters too
+        best = _best_line_start(text, len(lead), terms or [])
+        start = max(text.rfind("\n", 0, max(best - room // 3, len(lead))) + 1, len(lead))
     if start + room <= budget:
         return text[:budget].rstrip() + " …", True
-    return f"{heading}\n…\n{text[start : start + room].rstrip()} …", True
+    return f"{lead}\n…\n{text[start : start + room].rstrip()} …", True
+
+
+def _lead(text: str) -> str:
+    register = REGISTER_CHUNK.match(text)
+    if register is None:
+        return text.split("\n", 1)[0]
+    fields = text.find("\nFields:", register.end())
+    return text[: fields if fields >= 0 else register.end()].rstrip()
+
+
+def _best_line_start(text: str, after: int, terms: list[str]) -> int:
+    """Where the line holding the most query words starts, each word weighted by how few of the
+    chunk's lines use it (a word on every field line says little); the first such line wins."""
+    starts = [after] + [m.end() for m in re.finditer("\n", text) if m.end() > after]
+    lines = [text[a:b].lower() for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
+    weight = {t: math.log(1 + len(lines) / (1 + sum(t in line for line in lines))) for t in terms}
+    scores = [sum(w for t, w in weight.items() if t in line) for line in lines]
+    best = max(range(len(lines)), key=lambda i: (scores[i], -i)) if lines else 0
+    return starts[best] if lines and scores[best] > 0 else after
 
 
 def revision_scope(row_revisions: list[str], row_chips: list[str]) -> str | None:

@@ -315,3 +315,18 @@ def test_capability_questions_vote_for_capability_header_passages() -> None:
     caps = {"_rowid": 1, "file_path": "components/soc/esp32c6/include/soc/soc_caps.h", "score": 0.02}
     card = {"_rowid": 2, "file_path": "components/soc/esp32c6/register/soc/ledc_reg.h", "score": 0.025}
     assert [row["_rowid"] for row in fusion.fuse_capability_definitions([card, caps])] == [1, 2]
+
+
+def test_excerpt_keeps_a_register_blocks_head_and_the_line_the_question_is_about() -> None:
+    fields = "".join(
+        f"- UART_F{i} [{i}] (R/W) reset 0x0: An ordinary field about the UART clock.\n" for i in range(60)
+    )
+    block = (
+        "UART > Registers\n\nRegister UART_CONF0_REG\nAddress: 0x0020\nReset value: 0x1000001C\n"
+        "Summary: Configuration register 0\nFields:\n"
+        + fields
+        + "- UART_TXD_INV [13] (R/W) reset 0x0: Invert the TX line level.\n"
+    )
+    short, truncated = excerpt(block, [], budget=800, terms=["invert", "uart", "line"])
+    assert truncated and "Address: 0x0020\nReset value: 0x1000001C" in short, "the register's identity stays"
+    assert "UART_TXD_INV" in short, "the rare words of the question pick the window"
