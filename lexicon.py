@@ -64,10 +64,6 @@ class Lexicon:
                     seen[part.lower()] = word
         return [f"{abbrev} = {word}" for abbrev, word in list(seen.items())[:MAX_TERMS_PER_CHUNK]]
 
-    def gloss(self, identifier: str) -> str:
-        """The identifier read as words: each part replaced by its expansion where there is one."""
-        return " ".join(self.expand_part(part) or part.lower() for part in name_parts(identifier))
-
 
 NO_LEXICON = Lexicon({})
 

@@ -63,7 +63,6 @@ def test_terms_skip_words_the_passage_already_uses() -> None:
     assert lexicon.terms(["UART_CONF1_REG", "UART_RX_TOUT_EN"], "Register UART_CONF1_REG") == [
         "tout = timeout"
     ]
-    assert lexicon.gloss("UART_RXFIFO_FULL_THRHD") == "uart rxfifo full threshold"
 
 
 def test_register_pairs_and_terms_line_before_the_fields() -> None:
