@@ -13,7 +13,9 @@ so they exist in every version a reader can open.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -47,8 +49,9 @@ VECTOR_DIM_KEY = b"esp32_docs.vector_dim"
 # A row's identity within the store: the same text at the same place of the same document, for the
 # same chips and revisions (one TRM chapter file can be included by two chips' manuals: two rows).
 ROW_KEY = ("doc_type", "file_path", "chunk_index", "content_hash", "chips", "revisions")
-# Compared with the row's fields to tell an unchanged row: the same text with other windows changed.
-WINDOW_COUNT = "window_count"
+# Compared with the row's fields to tell an unchanged row: the same text may carry other vectors (its
+# windows, or a lead-only vector, changed with this code), and then the row must be rewritten.
+VECTORS_DIGEST = "vectors_digest"
 # Texts per embedding call and per cache commit: a kill loses at most this much work (~3 s).
 EMBED_BATCH = 32
 BUILD_HINT = (
@@ -57,10 +60,11 @@ BUILD_HINT = (
 )
 
 # Corpora whose long chunks get a vector per window as well: guide prose, where the answer to a
-# question often sits past the first 256 tokens the embedder reads. TRM register blocks lead with
-# their name, summary and terms, and header chunks are found by symbol and full-text search, so
-# windowing those would cost ~67,000 more embeddings for little. Words per window (~230 tokens of
-# ESP text) and the overlap between neighbours:
+# question often sits past the first 256 tokens the embedder reads. TRM register blocks get windows
+# over their later fields (led by the register's name and summary: the low bits a question is about
+# are listed last); TRM prose and header chunks are found by full-text and symbol search, and
+# windowing them would cost ~65,000 more embeddings. Words per window (~230 tokens of ESP text) and
+# the overlap between neighbours:
 WINDOWED_DOC_TYPES = ("idf",)
 WINDOW_WORDS = 100
 WINDOW_OVERLAP = 20
@@ -201,9 +205,10 @@ def open_store(db_uri: str, model_id: str | None = None) -> lancedb.table.Table:
 
 # Whole-peripheral register structs (``*_struct.h``, 8,900 rows of bitfield members) are found by the
 # symbol and full-text legs; embedding all of each spent a quarter of the build on vectors that
-# crowded capability answers out of the dense results. Their vector reads only the chunk's lead.
+# crowded capability answers out of the dense results. Their vector reads only the chunk's lead (the
+# file path and the first union's comment), which pays for the windows above.
 LEAD_ONLY_SUFFIX = "_struct.h"
-LEAD_WORDS = 40
+LEAD_WORDS = 12
 
 
 def embedding_texts(row: dict[str, Any]) -> list[str]:
@@ -211,17 +216,32 @@ def embedding_texts(row: dict[str, Any]) -> list[str]:
     text = row["text"]
     if row["doc_type"] == "src" and row["file_path"].endswith(LEAD_ONLY_SUFFIX):
         return [" ".join(text.split()[:LEAD_WORDS])]
-    return [text, *(window_texts(text) if row["doc_type"] in WINDOWED_DOC_TYPES else [])]
+    if row["doc_type"] in WINDOWED_DOC_TYPES:
+        return [text, *window_texts(text)]
+    register = REGISTER_BLOCK.match(text) if row["doc_type"] == "trm" else None
+    if register is not None:
+        # a register's later fields, each window led by the register's name and summary
+        heading = register.group("head") + "\n" + (register.group("summary") or "").strip()
+        return [text, *window_texts(text, heading=heading.rstrip())]
+    return [text]
 
 
-def window_texts(text: str) -> list[str]:
+# A TRM chunk that is one register block; its later fields get windows led by its name and summary.
+REGISTER_BLOCK = re.compile(
+    r"(?P<head>[^\n]*\n\n?Register \S+[^\n]*)\nAddress: [^\n]*\n(?:Reset value: [^\n]*\n)?"
+    r"(?P<summary>Summary: [^\n]*\n)?"
+)
+
+
+def window_texts(text: str, heading: str | None = None) -> list[str]:
     """The later windows of a long chunk, each led by the chunk's heading line for context.
 
     The chunk's own vector covers its start; windows begin where that first read ends (about
     ``WINDOW_WORDS`` words in) and overlap their neighbours, so a sentence cut at one window's edge
     is whole in the next.
     """
-    heading, _, body = text.partition("\n")
+    first, _, body = text.partition("\n")
+    heading = heading or first
     words = body.split()
     step = WINDOW_WORDS - WINDOW_OVERLAP
     return [
@@ -443,15 +463,29 @@ def rows_table(
 
 
 def stored_rows(table: lancedb.table.Table, doc_type: str) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """The doc_type's current rows (without vectors, with their window count), by row key."""
-    columns = {name: name for name in CHUNK_FIELDS} | {WINDOW_COUNT: f"array_length({WINDOWS_COLUMN})"}
-    current = table.search().where(f"doc_type = '{doc_type}'").select(columns).limit(None).to_arrow()
-    return {row_key(row): row for row in current.to_pylist()}
+    """The doc_type's current rows (a digest of their vectors instead of the vectors), by row key."""
+    current = (
+        table.search()
+        .where(f"doc_type = '{doc_type}'")
+        .select([*CHUNK_FIELDS, WINDOWS_COLUMN])
+        .limit(None)
+        .to_arrow()
+    )
+    return {row_key(row): row for row in _with_vectors_digest(current)}
 
 
-def _with_window_count(table: pa.Table) -> list[dict[str, Any]]:
-    counts = pc.list_value_length(table.column(WINDOWS_COLUMN))
-    return table.select(list(CHUNK_FIELDS)).append_column(WINDOW_COUNT, counts).to_pylist()
+def _with_vectors_digest(table: pa.Table) -> list[dict[str, Any]]:
+    """Rows' fields plus a digest of all their window vectors (byte-exact: vectors come from the cache)."""
+    windows = table.column(WINDOWS_COLUMN).combine_chunks()
+    counts = pc.list_value_length(windows).to_numpy(zero_copy_only=False)
+    flat = np.ascontiguousarray(windows.flatten().flatten().to_numpy(zero_copy_only=False), dtype=np.float32)
+    width = len(flat) // max(int(counts.sum()), 1)
+    ends = np.cumsum(counts) * width
+    digests = [
+        hashlib.sha1(flat[end - count * width : end].tobytes()).hexdigest()
+        for end, count in zip(ends, counts, strict=True)
+    ]
+    return table.select(list(CHUNK_FIELDS)).append_column(VECTORS_DIGEST, pa.array(digests)).to_pylist()
 
 
 @dataclass(frozen=True)
@@ -473,7 +507,7 @@ def replace_doc_type(table: lancedb.table.Table, doc_type: str, new: pa.Table) -
     if doc_type not in DOC_TYPES:  # the value is interpolated into a filter
         raise ValueError(f"unknown doc_type {doc_type!r}; valid doc_types: {', '.join(DOC_TYPES)}")
     before = stored_rows(table, doc_type)
-    incoming = {row_key(row): row for row in _with_window_count(new)}
+    incoming = {row_key(row): row for row in _with_vectors_digest(new)}
     unchanged = sum(1 for key, row in incoming.items() if before.get(key) == row)
     added = sum(1 for key in incoming if key not in before)
     removed = sum(1 for key in before if key not in incoming)

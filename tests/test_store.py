@@ -621,3 +621,22 @@ def test_struct_header_rows_are_embedded_by_their_lead_only() -> None:
     assert embedding_texts(caps) == [members], "other headers are embedded whole"
     guide = {"doc_type": "idf", "file_path": "api-guides/x", "text": "Guide\n" + members}
     assert embedding_texts(guide) == [guide["text"], *window_texts(guide["text"])]
+
+
+def test_register_blocks_get_windows_over_their_later_fields_led_by_name_and_summary() -> None:
+    fields = "\n".join(
+        f"- UART_F{i} [{i}] (R/W) reset 0x0: Field {i} of the configuration." for i in range(40)
+    )
+    text = (
+        "UART > Registers\n\nRegister UART_CONF0_REG\nAddress: 0x0020\nReset value: 0x1000001C\n"
+        f"Summary: Configuration register 0\nFields:\n{fields}"
+    )
+    texts = embedding_texts({"doc_type": "trm", "file_path": "ESP32-C3/10-UART__EN", "text": text})
+    assert texts[0] == text and len(texts) > 2
+    assert all(
+        w.startswith("UART > Registers\n\nRegister UART_CONF0_REG\nSummary: Configuration register 0\n")
+        for w in texts[1:]
+    )
+    assert "UART_F39" in texts[-1], "the last field is in a window"
+    prose = {"doc_type": "trm", "file_path": "ESP32-C3/10-UART__EN", "text": "UART > Overview\n" + fields}
+    assert embedding_texts(prose) == [prose["text"]], "TRM prose is not windowed"
