@@ -2,7 +2,9 @@
 
     uv run mcp_server.py --demo                  # a small real TRM sample, built on first use
     uv run mcp_server.py --db ./esp_docs.lancedb # the full store (or $ESP32_DOCS_DB)
-    uv run mcp_server.py --transport http        # streamable HTTP on 127.0.0.1 for a team
+    uv run mcp_server.py --transport http        # streamable HTTP on 127.0.0.1
+    ESP32_DOCS_TOKEN=... uv run mcp_server.py --transport http --host 0.0.0.0 --allowed-host buildbox
+                                                 # a team server: bearer token required off loopback
     uv run mcp_server.py --project ~/blink       # default chip/revision from that ESP-IDF project
 
 Results default to the chip and silicon revision of the ESP-IDF project the server is scoped to
@@ -26,12 +28,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
 import embed_and_store
+import http_security
 import project_scope
 import registers
 from chip_vocab import chip_ids
@@ -116,10 +121,17 @@ def ensure_demo_store() -> Path:
 
 
 def create_server(
-    engine: SearchEngine | None, unavailable: str | None = None, scopes: ScopeResolver | None = None
+    engine: SearchEngine | None,
+    unavailable: str | None = None,
+    scopes: ScopeResolver | None = None,
+    auth: tuple[AuthSettings, TokenVerifier] | None = None,
 ) -> MCPServer:
-    """The six read-only tools over ``engine``; without one, each search tool answers ``unavailable``."""
-    server = MCPServer("esp32-docs", instructions=INSTRUCTIONS)
+    """The six read-only tools over ``engine``; without one, each search tool answers ``unavailable``.
+
+    ``auth`` (HTTP only) makes the SDK's bearer middleware answer 401 to any request without the token.
+    """
+    settings, verifier = auth if auth else (None, None)
+    server = MCPServer("esp32-docs", instructions=INSTRUCTIONS, auth=settings, token_verifier=verifier)
     resolver = scopes or ScopeResolver(*project_scope.configured_project(None), held_releases=())
 
     def answer(call: Callable[[SearchEngine], dict[str, Any]]) -> dict[str, Any]:
@@ -341,7 +353,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--demo", action="store_true", help="serve the bundled TRM sample (built on first use)"
     )
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    parser.add_argument("--port", type=int, default=8765, help="port for --transport http (on 127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1", help="address for --transport http")
+    parser.add_argument("--port", type=int, default=8765, help="port for --transport http")
+    parser.add_argument(
+        "--token-file",
+        help="file holding the bearer token every HTTP request must carry (else "
+        f"${http_security.TOKEN_ENV_VAR}); required for any --host but loopback",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name or address clients use to reach the server (Host/Origin headers are checked "
+        "against loopback, --host and these); repeatable",
+    )
     parser.add_argument(
         "--project",
         help=f"the ESP-IDF project whose chip and revision are the default scope (default "
@@ -350,6 +376,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.demo and args.db:
         parser.error("--demo serves the bundled sample; drop --db")
+    args.token = None
+    if args.transport == "http":
+        try:
+            args.token = http_security.load_token(args.token_file)
+            http_security.require_token_off_loopback(args.host, args.token)
+        except http_security.ExposureError as error:
+            parser.error(str(error))
     return args
 
 
@@ -371,14 +404,31 @@ def main(argv: list[str] | None = None) -> int:
     engine, unavailable = load_engine(args)
     held = project_scope.store_releases(engine.table, engine.index.rows) if engine else []
     scopes = ScopeResolver(*project_scope.configured_project(args.project), held_releases=held)
-    server = create_server(engine, unavailable, scopes)
+    token = args.token
+    auth = (
+        (http_security.auth_settings(args.host, args.port), http_security.StaticTokenVerifier(token))
+        if token
+        else None
+    )
+    server = create_server(engine, unavailable, scopes, auth)
     if engine is not None:
         counts = ", ".join(f"{doc}={n}" for doc, n in engine.index.doc_type_rows.items())
         print(
             f"mcp_server: {engine.index.rows} chunks ({counts}) ready over {args.transport}", file=sys.stderr
         )
     if args.transport == "http":
-        server.run("streamable-http", host="127.0.0.1", port=args.port)
+        print(
+            f"mcp_server: http on {args.host}:{args.port}, bearer token "
+            f"{'required' if token else 'not required (loopback only)'}",
+            file=sys.stderr,
+        )
+        server.run(
+            "streamable-http",
+            host=args.host,
+            port=args.port,
+            max_request_body_size=http_security.MAX_REQUEST_BODY_BYTES,
+            transport_security=http_security.transport_security(args.host, args.allowed_host),
+        )
     else:
         server.run("stdio")
     return 0
