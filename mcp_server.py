@@ -40,10 +40,11 @@ import http_security
 import project_scope
 import registers
 from chip_vocab import chip_ids
-from embed_and_store import StoreError, resolve_db_uri
+from embed_and_store import resolve_db_uri
 from embedder import get_embedder, user_cache_dir
 from project_scope import Applied, ScopeResolver
 from search import MAX_K, READ_DEFAULT_CHARS, READ_MAX_CHARS, SearchEngine, SearchInputError, open_engine
+from store_watch import DEFAULT_REFRESH_SECONDS, StoreUnavailable, StoreWatch
 
 SAMPLES_DIR = Path(__file__).with_name("samples")
 DEMO_CHUNKS = SAMPLES_DIR / "esp32c3_trm_sample.jsonl"
@@ -121,12 +122,12 @@ def ensure_demo_store() -> Path:
 
 
 def create_server(
-    engine: SearchEngine | None,
-    unavailable: str | None = None,
+    engine: SearchEngine | StoreWatch,
     scopes: ScopeResolver | None = None,
     auth: tuple[AuthSettings, TokenVerifier] | None = None,
 ) -> MCPServer:
-    """The six read-only tools over ``engine``; without one, each search tool answers ``unavailable``.
+    """The six read-only tools over ``engine``: a fixed one (the demo), or a StoreWatch that hands each
+    call the engine of one whole table version, follows refreshes and reports a store that is gone.
 
     ``auth`` (HTTP only) makes the SDK's bearer middleware answer 401 to any request without the token.
     """
@@ -135,12 +136,27 @@ def create_server(
     resolver = scopes or ScopeResolver(*project_scope.configured_project(None), held_releases=())
 
     def answer(call: Callable[[SearchEngine], dict[str, Any]]) -> dict[str, Any]:
-        if engine is None:
-            raise ToolError(unavailable or "no documentation store is loaded")
+        if not isinstance(engine, StoreWatch):
+            try:
+                return call(engine)
+            except SearchInputError as error:
+                raise ToolError(str(error)) from error
         try:
-            return call(engine)
+            current = engine.engine()  # once per call: the whole call answers from one table version
+        except StoreUnavailable as error:
+            raise ToolError(str(error)) from error
+        try:
+            return call(current)
         except SearchInputError as error:
             raise ToolError(str(error)) from error
+        except ToolError:
+            raise
+        except Exception as error:
+            # a store deleted or corrupted under the server: say so rather than "Error executing tool"
+            problem = engine.check_after_failure()
+            if problem is None:
+                raise
+            raise ToolError(problem) from error
 
     def scoped(
         project_dir: str | None,
@@ -369,6 +385,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "against loopback, --host and these); repeatable",
     )
     parser.add_argument(
+        "--refresh-seconds",
+        type=float,
+        default=DEFAULT_REFRESH_SECONDS,
+        help="how often to check for a store rebuilt under the running server; a new table version is "
+        "served, whole, once it is loaded (default %(default)s)",
+    )
+    parser.add_argument(
         "--project",
         help=f"the ESP-IDF project whose chip and revision are the default scope (default "
         f"${project_scope.PROJECT_ENV_VAR}, else the directory the server is started in)",
@@ -386,22 +409,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def load_engine(args: argparse.Namespace) -> tuple[SearchEngine | None, str | None]:
-    """Open the store once; a missing store is reported by every tool rather than a dead server."""
+def load_engine(args: argparse.Namespace) -> tuple[SearchEngine | StoreWatch, SearchEngine | None]:
+    """The demo's fixed engine, or a StoreWatch over --db (a missing store is reported by every tool and
+    picked up once it appears); and the engine serving now, if any."""
     if args.demo:
-        return open_engine(str(ensure_demo_store()), demo_note=DEMO_NOTE), None
-    db_uri = resolve_db_uri(args.db)
+        engine = open_engine(str(ensure_demo_store()), demo_note=DEMO_NOTE)
+        return engine, engine
+    watch = StoreWatch(resolve_db_uri(args.db), open_engine, interval=args.refresh_seconds)
     try:
-        return open_engine(db_uri), None
-    except StoreError as error:
-        message = f"documentation store unavailable: {error}"
-        print(message, file=sys.stderr)
-        return None, message
+        current = watch.engine()
+    except StoreUnavailable as error:
+        print(error, file=sys.stderr)
+        current = None
+    watch.start()
+    return watch, current
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    engine, unavailable = load_engine(args)
+    source, engine = load_engine(args)
     held = project_scope.store_releases(engine.table, engine.index.rows) if engine else []
     scopes = ScopeResolver(*project_scope.configured_project(args.project), held_releases=held)
     token = args.token
@@ -410,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         if token
         else None
     )
-    server = create_server(engine, unavailable, scopes, auth)
+    server = create_server(source, scopes, auth)
     if engine is not None:
         counts = ", ".join(f"{doc}={n}" for doc, n in engine.index.doc_type_rows.items())
         print(
