@@ -399,6 +399,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.demo and args.db:
         parser.error("--demo serves the bundled sample; drop --db")
+    if not args.refresh_seconds > 0:
+        parser.error("--refresh-seconds must be a positive number of seconds, e.g. 5")
     args.token = None
     if args.transport == "http":
         try:

@@ -141,6 +141,7 @@ def test_the_token_never_reaches_the_log(token_server: tuple[str, Path]) -> None
         (["--host", "192.168.1.20"], None, "give a bearer token with --token-file"),
         (["--host", "0.0.0.0"], "short", "at least 16 characters"),
         (["--token-file", "/nonexistent/token"], None, "cannot read --token-file"),
+        (["--refresh-seconds", "0"], None, "--refresh-seconds must be a positive number"),
     ],
 )
 def test_the_server_refuses_to_start_exposed_without_a_token(
