@@ -2,7 +2,9 @@
 
     uv run mcp_server.py --demo                  # a small real TRM sample, built on first use
     uv run mcp_server.py --db ./esp_docs.lancedb # the full store (or $ESP32_DOCS_DB)
-    uv run mcp_server.py --transport http        # streamable HTTP on 127.0.0.1 for a team
+    uv run mcp_server.py --transport http        # streamable HTTP on 127.0.0.1
+    ESP32_DOCS_TOKEN=... uv run mcp_server.py --transport http --host 0.0.0.0 --allowed-host buildbox
+                                                 # a team server: bearer token required off loopback
     uv run mcp_server.py --project ~/blink       # default chip/revision from that ESP-IDF project
 
 Results default to the chip and silicon revision of the ESP-IDF project the server is scoped to
@@ -26,19 +28,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
 import embed_and_store
+import http_security
 import project_scope
 import registers
 from chip_vocab import chip_ids
-from embed_and_store import StoreError, resolve_db_uri
+from embed_and_store import resolve_db_uri
 from embedder import get_embedder, user_cache_dir
 from project_scope import Applied, ScopeResolver
 from search import MAX_K, READ_DEFAULT_CHARS, READ_MAX_CHARS, SearchEngine, SearchInputError, open_engine
+from store_watch import DEFAULT_REFRESH_SECONDS, StoreUnavailable, StoreWatch
 
 SAMPLES_DIR = Path(__file__).with_name("samples")
 DEMO_CHUNKS = SAMPLES_DIR / "esp32c3_trm_sample.jsonl"
@@ -116,19 +122,41 @@ def ensure_demo_store() -> Path:
 
 
 def create_server(
-    engine: SearchEngine | None, unavailable: str | None = None, scopes: ScopeResolver | None = None
+    engine: SearchEngine | StoreWatch,
+    scopes: ScopeResolver | None = None,
+    auth: tuple[AuthSettings, TokenVerifier] | None = None,
 ) -> MCPServer:
-    """The six read-only tools over ``engine``; without one, each search tool answers ``unavailable``."""
-    server = MCPServer("esp32-docs", instructions=INSTRUCTIONS)
+    """The six read-only tools over ``engine``: a fixed one (the demo), or a StoreWatch that hands each
+    call the engine of one whole table version, follows refreshes and reports a store that is gone.
+
+    ``auth`` (HTTP only) makes the SDK's bearer middleware answer 401 to any request without the token.
+    """
+    settings, verifier = auth if auth else (None, None)
+    server = MCPServer("esp32-docs", instructions=INSTRUCTIONS, auth=settings, token_verifier=verifier)
     resolver = scopes or ScopeResolver(*project_scope.configured_project(None), held_releases=())
 
     def answer(call: Callable[[SearchEngine], dict[str, Any]]) -> dict[str, Any]:
-        if engine is None:
-            raise ToolError(unavailable or "no documentation store is loaded")
+        if not isinstance(engine, StoreWatch):
+            try:
+                return call(engine)
+            except SearchInputError as error:
+                raise ToolError(str(error)) from error
         try:
-            return call(engine)
+            current = engine.engine()  # once per call: the whole call answers from one table version
+        except StoreUnavailable as error:
+            raise ToolError(str(error)) from error
+        try:
+            return call(current)
         except SearchInputError as error:
             raise ToolError(str(error)) from error
+        except ToolError:
+            raise
+        except Exception as error:
+            # a store deleted or corrupted under the server: say so rather than "Error executing tool"
+            problem = engine.check_after_failure()
+            if problem is None:
+                raise
+            raise ToolError(problem) from error
 
     def scoped(
         project_dir: str | None,
@@ -341,7 +369,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--demo", action="store_true", help="serve the bundled TRM sample (built on first use)"
     )
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    parser.add_argument("--port", type=int, default=8765, help="port for --transport http (on 127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1", help="address for --transport http")
+    parser.add_argument("--port", type=int, default=8765, help="port for --transport http")
+    parser.add_argument(
+        "--token-file",
+        help="file holding the bearer token every HTTP request must carry (else "
+        f"${http_security.TOKEN_ENV_VAR}); required for any --host but loopback",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name or address clients use to reach the server (Host/Origin headers are checked "
+        "against loopback, --host and these); repeatable",
+    )
+    parser.add_argument(
+        "--refresh-seconds",
+        type=float,
+        default=DEFAULT_REFRESH_SECONDS,
+        help="how often to check for a store rebuilt under the running server; a new table version is "
+        "served, whole, once it is loaded (default %(default)s)",
+    )
     parser.add_argument(
         "--project",
         help=f"the ESP-IDF project whose chip and revision are the default scope (default "
@@ -350,35 +399,64 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.demo and args.db:
         parser.error("--demo serves the bundled sample; drop --db")
+    if not args.refresh_seconds > 0:
+        parser.error("--refresh-seconds must be a positive number of seconds, e.g. 5")
+    args.token = None
+    if args.transport == "http":
+        try:
+            args.token = http_security.load_token(args.token_file)
+            http_security.require_token_off_loopback(args.host, args.token)
+        except http_security.ExposureError as error:
+            parser.error(str(error))
     return args
 
 
-def load_engine(args: argparse.Namespace) -> tuple[SearchEngine | None, str | None]:
-    """Open the store once; a missing store is reported by every tool rather than a dead server."""
+def load_engine(args: argparse.Namespace) -> tuple[SearchEngine | StoreWatch, SearchEngine | None]:
+    """The demo's fixed engine, or a StoreWatch over --db (a missing store is reported by every tool and
+    picked up once it appears); and the engine serving now, if any."""
     if args.demo:
-        return open_engine(str(ensure_demo_store()), demo_note=DEMO_NOTE), None
-    db_uri = resolve_db_uri(args.db)
+        engine = open_engine(str(ensure_demo_store()), demo_note=DEMO_NOTE)
+        return engine, engine
+    watch = StoreWatch(resolve_db_uri(args.db), open_engine, interval=args.refresh_seconds)
     try:
-        return open_engine(db_uri), None
-    except StoreError as error:
-        message = f"documentation store unavailable: {error}"
-        print(message, file=sys.stderr)
-        return None, message
+        current = watch.engine()
+    except StoreUnavailable as error:
+        print(error, file=sys.stderr)
+        current = None
+    watch.start()
+    return watch, current
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    engine, unavailable = load_engine(args)
+    source, engine = load_engine(args)
     held = project_scope.store_releases(engine.table, engine.index.rows) if engine else []
     scopes = ScopeResolver(*project_scope.configured_project(args.project), held_releases=held)
-    server = create_server(engine, unavailable, scopes)
+    token = args.token
+    auth = (
+        (http_security.auth_settings(args.host, args.port), http_security.StaticTokenVerifier(token))
+        if token
+        else None
+    )
+    server = create_server(source, scopes, auth)
     if engine is not None:
         counts = ", ".join(f"{doc}={n}" for doc, n in engine.index.doc_type_rows.items())
         print(
             f"mcp_server: {engine.index.rows} chunks ({counts}) ready over {args.transport}", file=sys.stderr
         )
     if args.transport == "http":
-        server.run("streamable-http", host="127.0.0.1", port=args.port)
+        print(
+            f"mcp_server: http on {args.host}:{args.port}, bearer token "
+            f"{'required' if token else 'not required (loopback only)'}",
+            file=sys.stderr,
+        )
+        server.run(
+            "streamable-http",
+            host=args.host,
+            port=args.port,
+            max_request_body_size=http_security.MAX_REQUEST_BODY_BYTES,
+            transport_security=http_security.transport_security(args.host, args.allowed_host),
+        )
     else:
         server.run("stdio")
     return 0

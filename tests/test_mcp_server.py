@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx2 as httpx
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp.client.session import ClientSession
@@ -340,6 +341,14 @@ def test_http_transport_serves_on_localhost(tmp_path_factory: pytest.TempPathFac
         with start_blocking_portal() as portal:
             result = portal.call(find_symbol_over_http, f"http://127.0.0.1:{port}/mcp")
         assert not result.is_error and result.structured_content["totals_by_doc_type"]["idf"] == 2
+        # DNS-rebinding protection holds on loopback too: a page at evil.example cannot reach it
+        rebound = httpx.post(
+            f"http://127.0.0.1:{port}/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={"Host": "evil.example", "Accept": "application/json, text/event-stream"},
+            timeout=30,
+        )
+        assert rebound.status_code == 421
     finally:
         server.terminate()
         server.wait(timeout=30)
