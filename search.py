@@ -22,7 +22,7 @@ from chip_vocab import (
     validate_revision,
 )
 from embed_and_store import open_store, store_model_id
-from embedder import get_embedder
+from embedder import get_embedder, resolve_model_id
 from results import (
     RESULT_TEXT_CHARS,
     docs_url,
@@ -157,10 +157,21 @@ class StoreIndex:
         return index
 
 
-def open_engine(db_uri: str, *, demo_note: str | None = None) -> SearchEngine:
-    """Open the store and the model it was built with (raises StoreError when there is none)."""
+def open_engine(
+    db_uri: str, *, demo_note: str | None = None, reuse: SearchEngine | None = None
+) -> SearchEngine:
+    """Open the store and the model it was built with (raises StoreError when there is none).
+
+    ``reuse``: the engine being replaced after a refresh; its loaded model serves the new table too
+    when the store's model is the same, so a refresh does not load (and hold) a second model.
+    """
     table = open_store(db_uri)
-    return SearchEngine(table, get_embedder(store_model_id(table)), demo_note=demo_note)
+    model_id = resolve_model_id(store_model_id(table))
+    if reuse is not None and getattr(reuse.embedder, "model_id", None) == model_id:
+        embedder = reuse.embedder
+    else:
+        embedder = get_embedder(model_id)
+    return SearchEngine(table, embedder, demo_note=demo_note)
 
 
 class SearchEngine:

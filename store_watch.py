@@ -36,7 +36,7 @@ class StoreWatch:
     def __init__(
         self,
         db_uri: str,
-        open_engine: Callable[[str], SearchEngine],
+        open_engine: Callable[..., SearchEngine],
         interval: float = DEFAULT_REFRESH_SECONDS,
     ) -> None:
         self.db_uri = db_uri
@@ -66,7 +66,7 @@ class StoreWatch:
                     and version == self._engine.table.version
                 ):
                     return False
-                engine = self._open(self.db_uri)
+                engine = self._open(self.db_uri, reuse=self._engine)
             except StoreError as error:
                 self._fail(f"documentation store unavailable: {error}")
                 return False

@@ -22,6 +22,7 @@ from test_search import FIXTURES, build_fixture_store
 import embed_and_store
 from embedder import get_embedder
 from schema import content_hash
+from search import open_engine
 
 REFRESH_SECONDS = 0.5
 BOUND_SECONDS = 10.0
@@ -110,3 +111,11 @@ def test_refresh_delete_and_restore_under_a_running_server(tmp_path: Path) -> No
             assert time.monotonic() < deadline, f"no recovery: {back.content[0].text}"
             time.sleep(0.1)
         assert corpus() == ("new", "new")
+
+
+def test_a_refresh_reuses_the_loaded_model_instead_of_loading_another(tmp_path: Path) -> None:
+    fixture = build_fixture_store(tmp_path.parent / "refresh-fixture")
+    first = open_engine(str(fixture))
+    again = open_engine(str(fixture), reuse=first)
+    assert again.embedder is first.embedder and again is not first
+    assert open_engine(str(fixture)).embedder is not first.embedder, "without reuse a model is loaded"
