@@ -184,6 +184,7 @@ def report(label: str, run: Run, wall: float, rss: tuple[float, float]) -> str:
 async def main_async(args: argparse.Namespace) -> int:
     queries = [json.loads(line) for line in args.queries.read_text().splitlines() if line.strip()]
     token = secrets.token_urlsafe(32)
+    Path(args.workdir).mkdir(parents=True, exist_ok=True)
     token_file = Path(args.workdir) / "load_bench.token"
     token_file.write_text(token)
     token_file.chmod(0o600)
