@@ -211,6 +211,14 @@ LEAD_ONLY_SUFFIX = "_struct.h"
 LEAD_WORDS = 12
 
 
+# A chunk that is one TRM register block (heading line, then "Register X" / "Address: ..."): its later
+# fields get windows led by its name and summary, and its excerpt keeps those lines (results.py).
+REGISTER_BLOCK = re.compile(
+    r"(?P<head>[^\n]*\n\n?Register \S+[^\n]*)\nAddress: [^\n]*\n(?:Reset value: [^\n]*\n)?"
+    r"(?P<summary>Summary: [^\n]*\n)?"
+)
+
+
 def embedding_texts(row: dict[str, Any]) -> list[str]:
     """The texts whose vectors stand for a row: what the row's own vector reads, then later windows."""
     text = row["text"]
@@ -224,13 +232,6 @@ def embedding_texts(row: dict[str, Any]) -> list[str]:
         heading = register.group("head") + "\n" + (register.group("summary") or "").strip()
         return [text, *window_texts(text, heading=heading.rstrip())]
     return [text]
-
-
-# A TRM chunk that is one register block; its later fields get windows led by its name and summary.
-REGISTER_BLOCK = re.compile(
-    r"(?P<head>[^\n]*\n\n?Register \S+[^\n]*)\nAddress: [^\n]*\n(?:Reset value: [^\n]*\n)?"
-    r"(?P<summary>Summary: [^\n]*\n)?"
-)
 
 
 def window_texts(text: str, heading: str | None = None) -> list[str]:

@@ -136,13 +136,9 @@ def create_server(
     resolver = scopes or ScopeResolver(*project_scope.configured_project(None), held_releases=())
 
     def answer(call: Callable[[SearchEngine], dict[str, Any]]) -> dict[str, Any]:
-        if not isinstance(engine, StoreWatch):
-            try:
-                return call(engine)
-            except SearchInputError as error:
-                raise ToolError(str(error)) from error
+        watch = engine if isinstance(engine, StoreWatch) else None
         try:
-            current = engine.engine()  # once per call: the whole call answers from one table version
+            current = watch.engine() if watch else engine  # once per call: one whole table version
         except StoreUnavailable as error:
             raise ToolError(str(error)) from error
         try:
@@ -153,7 +149,7 @@ def create_server(
             raise
         except Exception as error:
             # a store deleted or corrupted under the server: say so rather than "Error executing tool"
-            problem = engine.check_after_failure()
+            problem = watch.check_after_failure() if watch else None
             if problem is None:
                 raise
             raise ToolError(problem) from error

@@ -12,10 +12,9 @@ import re
 from typing import Any
 
 from chip_vocab import chips
+from embed_and_store import REGISTER_BLOCK
 
 RESULT_TEXT_CHARS = 2400
-# A chunk that is one register block: heading line, blank line, then "Register X" / "Address: ...".
-REGISTER_CHUNK = re.compile(r"[^\n]*\n\n?Register \S+.*\nAddress: .*")
 IDF_DOCS_URL = "https://docs.espressif.com/projects/esp-idf/en/latest/{chip}/{path}.html"
 
 # fmt: off
@@ -59,10 +58,10 @@ def excerpt(
 
 
 def _lead(text: str) -> str:
-    register = REGISTER_CHUNK.match(text)
+    register = REGISTER_BLOCK.match(text)
     if register is None:
         return text.split("\n", 1)[0]
-    fields = text.find("\nFields:", register.end())
+    fields = text.find("\nFields:", register.start())
     return text[: fields if fields >= 0 else register.end()].rstrip()
 
 
