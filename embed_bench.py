@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+import embed_and_store
 import embedder
 from schema import read_jsonl
 
@@ -82,6 +83,12 @@ def main(argv: list[str] | None = None) -> int:
             for limit in (128, 256, 512)
         )
     )
+
+    # What a build embeds for these rows (leads, windows; texts shared by rows once), at the store's
+    # 256-token truncation: the figure to compare when a change alters the cost of building a store.
+    stored = {t for row in read_jsonl(args.chunks) for t in embed_and_store.embedding_texts(row)}
+    work = sum(min(c, embedder.MINILM_MAX_TOKENS) for c in model.count_tokens(sorted(stored)))
+    print(f"store embedding work: {len(stored)} texts, {work} tokens at {embedder.MINILM_MAX_TOKENS}")
 
     sample = random.Random(0).sample(texts, min(args.sample, len(texts)))
     sample_counts = model.count_tokens(sample)
