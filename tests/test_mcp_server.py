@@ -319,25 +319,33 @@ async def find_symbol_over_http(url: str) -> CallToolResult:
         return await session.call_tool("esp32_docs_find_symbol", {"symbol": "uart_driver_install"})
 
 
-def test_http_transport_serves_on_localhost(tmp_path_factory: pytest.TempPathFactory) -> None:
-    store = build_fixture_store(tmp_path_factory.getbasetemp() / "search-store")
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        return probe.getsockname()[1]
+
+
+def wait_listening(server: subprocess.Popen[bytes], port: int) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert server.poll() is None and time.monotonic() < deadline, "HTTP server did not come up"
+            time.sleep(0.3)
+
+
+def test_http_transport_serves_on_localhost(tmp_path_factory: pytest.TempPathFactory) -> None:
+    store = build_fixture_store(tmp_path_factory.getbasetemp() / "search-store")
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "mcp_server.py", "--db", str(store), "--transport", "http", "--port", str(port)],
         cwd=REPO,
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, "HTTP server did not come up"
-                time.sleep(0.5)
+        wait_listening(server, port)
         with start_blocking_portal() as portal:
             result = portal.call(find_symbol_over_http, f"http://127.0.0.1:{port}/mcp")
         assert not result.is_error and result.structured_content["totals_by_doc_type"]["idf"] == 2

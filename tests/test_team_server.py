@@ -7,10 +7,8 @@ HTTP status the SDK's middleware answers is what is checked, and the MCP client 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from anyio.from_thread import start_blocking_portal
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp_types import CallToolResult
+from test_mcp_server import free_port, wait_listening
 from test_search import build_fixture_store
 
 import http_security
@@ -39,28 +38,11 @@ INITIALIZE = {
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as sink:
         return subprocess.Popen(
             [sys.executable, "mcp_server.py", *args], cwd=REPO, env=env, stderr=sink, stdout=sink
         )
-
-
-def wait_listening(server: subprocess.Popen[bytes], port: int) -> None:
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            assert server.poll() is None and time.monotonic() < deadline, "HTTP server did not come up"
-            time.sleep(0.3)
 
 
 @pytest.fixture(scope="module")
