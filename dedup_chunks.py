@@ -1,6 +1,9 @@
-"""Collapse per-chip chunk files into one corpus: identical chunks become one row listing every chip.
+"""Collapse per-chip, per-release chunk files into one corpus: identical chunks become one row.
 
-    uv run dedup_chunks.py chunks_esp32c3.jsonl chunks_esp32.jsonl ... --out-path idf_chunks.jsonl
+    uv run dedup_chunks.py chunks_*.jsonl --out-path idf_chunks.jsonl
+    uv run dedup_chunks.py src_chunks_*.jsonl --out-path src_chunks.jsonl
+
+A row identical in several chips and ESP-IDF releases lists all of them (docs/releases.md).
 
 The key is exact, ``(file_path, text)`` (DESIGN §3): two chips whose builds differ by one
 substituted constant keep two rows, each narrowed to its chips, so a chip filter never returns the
@@ -21,15 +24,30 @@ from typing import Any
 from tqdm import tqdm
 
 from chip_vocab import chip_ids
+from releases import newest_first, split_source
 from schema import make_row, read_jsonl, validate_row, write_jsonl
 
 Key = tuple[str, str]
+# one page's chunk order as a build saw it: per chip and release
+Sequence = tuple[str, str]
 
 
 @dataclass
 class DedupResult:
     rows: list[dict[str, Any]]
     chunks_in: int
+
+    def release_summary(self) -> str:
+        """Rows per release, and how many of them no other release shares."""
+        per: dict[str, list[int]] = {}
+        for row in self.rows:
+            for series in row["releases"]:
+                counts = per.setdefault(series, [0, 0])
+                counts[0] += 1
+                counts[1] += len(row["releases"]) == 1
+        return "; ".join(
+            f"{series}: {total} rows, {own} only in it" for series, (total, own) in sorted(per.items())
+        )
 
     @property
     def collapse_rate(self) -> float:
@@ -39,7 +57,10 @@ class DedupResult:
 
 def _merge_into(kept: dict[str, Any], row: dict[str, Any]) -> None:
     """Fold ``row`` into the identical ``kept`` row, refusing rows whose metadata disagree."""
-    for name in ("doc_type", "source_doc", "section_path", "source_version", "source_commit"):
+    names = ["doc_type", "source_doc", "section_path"]
+    if not kept["releases"] and not row["releases"]:
+        names += ["source_version", "source_commit"]  # releases are checked once, over all files
+    for name in names:
         if kept[name] != row[name]:
             raise ValueError(
                 f"{row['file_path']}: identical text with different {name} "
@@ -47,6 +68,24 @@ def _merge_into(kept: dict[str, Any], row: dict[str, Any]) -> None:
             )
     for name in ("chips", "revisions", "symbol_refs", "doc_refs", "file_refs"):
         kept[name] = list(dict.fromkeys([*kept[name], *row[name]]))
+    sources = dict(zip(kept["releases"], kept["release_sources"], strict=True))
+    for series, source in zip(row["releases"], row["release_sources"], strict=True):
+        sources.setdefault(series, source)
+    ordered = newest_first(sources)
+    kept["releases"] = ordered
+    kept["release_sources"] = [sources[series] for series in ordered]
+    if ordered:  # the row cites its newest build; release_sources keeps every other one
+        kept["source_version"], kept["source_commit"] = split_source(kept["release_sources"][0])
+
+
+def check_one_build_per_series(builds: dict[str, set[str]]) -> None:
+    """A store holds one build per series: two versions of v6.1-dev in one corpus are a mix-up."""
+    for series, sources in sorted(builds.items()):
+        if len(sources) > 1:
+            raise ValueError(
+                f"release {series} comes from several builds ({', '.join(sorted(sources))}); "
+                "rebuild every chip of a release from one ESP-IDF commit"
+            )
 
 
 def _document_order(sequences: list[list[Key]]) -> list[Key]:
@@ -72,7 +111,8 @@ def dedup(paths: Iterable[Path]) -> DedupResult:
     """Exact collapse of every row in ``paths`` on (file_path, text); see the module docstring."""
     order = {chip: index for index, chip in enumerate(chip_ids())}
     kept: dict[Key, dict[str, Any]] = {}
-    per_file_chip: dict[str, dict[str, list[tuple[int, Key]]]] = {}
+    per_file_chip: dict[str, dict[Sequence, list[tuple[int, Key]]]] = {}
+    builds: dict[str, set[str]] = {}
     chunks_in = 0
     for path in paths:
         for row in tqdm(read_jsonl(path), desc=path.name, unit="row", file=sys.stderr):
@@ -81,19 +121,28 @@ def dedup(paths: Iterable[Path]) -> DedupResult:
             except ValueError as exc:
                 raise ValueError(f"{path}: row {chunks_in + 1}: {exc}") from exc
             chunks_in += 1
+            for series, source in zip(row["releases"], row["release_sources"], strict=True):
+                builds.setdefault(series, set()).add(source)
             key = (row["file_path"], row["text"])
             if key in kept:
                 _merge_into(kept[key], row)
             else:
                 kept[key] = dict(row)
             for chip in row["chips"]:
-                per_file_chip.setdefault(row["file_path"], {}).setdefault(chip, []).append(
-                    (row["chunk_index"], key)
-                )
+                for series in row["releases"] or [""]:
+                    per_file_chip.setdefault(row["file_path"], {}).setdefault((chip, series), []).append(
+                        (row["chunk_index"], key)
+                    )
+    check_one_build_per_series(builds)
+    release_rank = {series: rank for rank, series in enumerate(newest_first(builds))}
     rows: list[dict[str, Any]] = []
     for file_path in sorted(per_file_chip):
-        chips_here = sorted(per_file_chip[file_path], key=lambda c: order.get(c, len(order)))
-        sequences = [[key for _, key in sorted(per_file_chip[file_path][chip])] for chip in chips_here]
+        # newest release first, then chips.yaml order: the newest docs set the page's order
+        seen_here = sorted(
+            per_file_chip[file_path],
+            key=lambda cs: (release_rank.get(cs[1], len(release_rank)), order.get(cs[0], len(order))),
+        )
+        sequences = [[key for _, key in sorted(per_file_chip[file_path][cs])] for cs in seen_here]
         for index, key in enumerate(_document_order(sequences)):
             row = kept[key]
             rows.append(
@@ -106,6 +155,8 @@ def dedup(paths: Iterable[Path]) -> DedupResult:
                     file_path=file_path,
                     chunk_index=index,
                     revisions=row["revisions"],
+                    releases=row["releases"],
+                    release_sources=row["release_sources"],
                     symbol_refs=row["symbol_refs"],
                     doc_refs=row["doc_refs"],
                     file_refs=row["file_refs"],
@@ -118,7 +169,7 @@ def dedup(paths: Iterable[Path]) -> DedupResult:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("chunks", nargs="+", type=Path, help="per-chip chunk JSONL files")
+    parser.add_argument("chunks", nargs="+", type=Path, help="per-chip, per-release chunk JSONL files")
     parser.add_argument("--out-path", type=Path, required=True, help="deduplicated JSONL to write")
     args = parser.parse_args(argv)
     missing = [str(p) for p in args.chunks if not p.is_file()]
@@ -140,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{result.chunks_in} chunks in from {len(args.chunks)} files -> {len(result.rows)} rows out "
         f"in {args.out_path}; collapse rate {result.collapse_rate:.1%}"
+        + (f"; {result.release_summary()}" if result.release_summary() else "")
     )
     return 0
 

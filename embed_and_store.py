@@ -36,6 +36,7 @@ from tqdm import tqdm
 
 from chip_vocab import DOC_TYPES, validate_doc_type
 from provenance import UNKNOWN, Provenance, source_provenance
+from releases import split_source
 from schema import CHUNK_FIELDS, WINDOWS_COLUMN, arrow_schema, content_hash, read_jsonl, validate_row
 
 T = TypeVar("T")
@@ -49,6 +50,17 @@ VECTOR_DIM_KEY = b"esp32_docs.vector_dim"
 # A row's identity within the store: the same text at the same place of the same document, for the
 # same chips and revisions (one TRM chapter file can be included by two chips' manuals: two rows).
 ROW_KEY = ("doc_type", "file_path", "chunk_index", "content_hash", "chips", "revisions")
+_ESP_IDF_ROW = (
+    "regexp_replace(concat(doc_type, ':', source_version{extra}), '^(?:idf|src):{pattern}|^.*$', '{out}')"
+)
+RELEASE_MIGRATION = {
+    "releases": "array_remove(make_array("
+    + _ESP_IDF_ROW.format(extra="", pattern="v?([0-9]+)[.]([0-9]+)([.][0-9]+)?(-dev)?.*$", out=r"v\1.\2\4")
+    + "), 'v.')",
+    "release_sources": "array_remove(make_array("
+    + _ESP_IDF_ROW.format(extra=", '@', source_commit", pattern="(.*)$", out=r"\1")
+    + "), '')",
+}
 # Compared with the row's fields to tell an unchanged row: the same text may carry other vectors (its
 # windows, or a lead-only vector, changed with this code), and then the row must be rewritten.
 VECTORS_DIGEST = "vectors_digest"
@@ -291,6 +303,12 @@ def load_rows(paths: Iterable[Path], doc_type: str, provenance: Provenance) -> l
         raise InputError(
             f"no rows in {', '.join(map(str, paths))}; refusing to replace doc_type {doc_type!r} with nothing"
         )
+    built_from = {split_source(s)[1] for row in rows for s in row["release_sources"]}
+    if built_from and provenance.commit not in (UNKNOWN, *built_from):
+        raise InputError(
+            f"chunks made from commit {', '.join(sorted(built_from))} but --source-repo is at "
+            f"{provenance.commit}; re-run the ingest or pass a tree of one of those releases"
+        )
     return rows
 
 
@@ -310,6 +328,8 @@ def _check_row(row: dict[str, Any], where: str, doc_type: str, provenance: Prove
                 "'Commit:' pin; name the tree the chunks were made from"
             )
         row["source_version"], row["source_commit"] = provenance.version, provenance.commit
+    elif row["releases"]:
+        return  # each release's build is on the row; load_rows checks the tree against all of them
     elif provenance.commit not in (UNKNOWN, row["source_commit"]):
         raise InputError(
             f"{where}: chunk made from commit {row['source_commit']} but --source-repo is at "
@@ -441,6 +461,11 @@ def ensure_table(db: lancedb.DBConnection, db_uri: str, model_id: str, dimension
         retry_on_conflict(
             lambda: table.add_columns({WINDOWS_COLUMN: "make_array(vector)"}), "adding the windows column"
         )
+    if "releases" not in table.schema.names:
+        # A store from before the release axis (docs/releases.md): ESP-IDF rows get the series of their
+        # source_version and that build, TRM rows none, in one commit. Lance's SQL has no CASE, so a
+        # TRM row's value is computed to a marker that array_remove then drops.
+        retry_on_conflict(lambda: table.add_columns(RELEASE_MIGRATION), "adding the release columns")
     existing = {index.name for index in table.list_indices()}
     for name, (column, config) in INDEXES.items():
         if name not in existing:  # only on an empty new table, or one whose creation was killed
@@ -453,14 +478,17 @@ def rows_table(
 ) -> pa.Table:
     """Columnar build (from_pylist over 10k x 384 Python floats is needlessly slow); ``windows``
     holds each row's window vectors, its own vector first."""
-    columns = [pa.array([row[name] for row in rows], type=schema.field(name).type) for name in CHUNK_FIELDS]
     dim = schema.field("vector").type.list_size
-    columns.append(pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel(), pa.float32()), dim))
+    columns = {
+        name: pa.array([row[name] for row in rows], type=schema.field(name).type) for name in CHUNK_FIELDS
+    }
+    columns["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel(), pa.float32()), dim)
     flat = np.concatenate(windows) if windows else np.zeros((0, dim), np.float32)
     offsets = np.concatenate([[0], np.cumsum([len(w) for w in windows])]).astype(np.int32)
     inner = pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel(), pa.float32()), dim)
-    columns.append(pa.ListArray.from_arrays(pa.array(offsets), inner))
-    return pa.Table.from_arrays(columns, schema=schema)
+    columns[WINDOWS_COLUMN] = pa.ListArray.from_arrays(pa.array(offsets), inner)
+    # in the table's own column order: a migrated store has its added columns last
+    return pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
 
 
 def stored_rows(table: lancedb.table.Table, doc_type: str) -> dict[tuple[Any, ...], dict[str, Any]]:

@@ -30,6 +30,7 @@ from chip_vocab import chip_ids, chips
 from chunking import Block, Section, chunk_tree, word_count
 from lexicon import NO_LEXICON, Lexicon, mine, name_parts
 from provenance import source_provenance
+from releases import release_series, release_source, require_series
 from schema import make_row, read_jsonl, write_jsonl
 
 SOC_DIR = Path("components/soc")
@@ -698,6 +699,9 @@ def header_rows(
     else:
         root = text_sections(header.rel_path, items)
     declared = declared_symbols(text)
+    series = release_series(source_version)
+    releases = [series] if series else []
+    sources = [release_source(source_version, source_commit)] if series else []
     rows = []
     for index, chunk in enumerate(chunk_tree(root, max_words=CARD_WORDS) if card else chunk_tree(root)):
         rows.append(
@@ -712,6 +716,8 @@ def header_rows(
                 chunk_index=index,
                 symbol_refs=chunk.symbol_refs,
                 file_refs=includes if index == 0 else (),
+                releases=releases,
+                release_sources=sources,
                 source_version=source_version,
                 source_commit=source_commit,
             )
@@ -776,6 +782,10 @@ def ingest(idf_path: Path, out_path: Path) -> dict[str, HeaderResult]:
     if not headers:
         raise UsageError(f"no headers found under {idf_path / SOC_DIR}")
     prov = source_provenance(idf_path)
+    try:
+        require_series(prov.version, f"the ESP-IDF checkout {idf_path}")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
     scanned = {h.rel_path: read_header(h) for h in tqdm(headers, desc="scan", unit="file")}
     # The words for capability macro names are learned from the register headers' field comments.
     lexicon = mine(pair for _, items in scanned.values() for pair in comment_pairs(items))

@@ -1,7 +1,10 @@
 """Ingest one chip's ESP-IDF docs build (docutils XML) into chunk rows, then check nothing was lost.
 
-    uv run ingest_sphinx_xml.py XML_DIR --chip esp32c3 --out-path chunks_esp32c3.jsonl \
-        [--source-version v6.1-dev-... --source-commit 1021229...] [--idf-path /path/to/esp-idf]
+    uv run ingest_sphinx_xml.py XML_DIR --chip esp32c3 --out-path chunks_v6.1-dev_esp32c3.jsonl \
+        [--idf-path /path/to/esp-idf]
+
+The ESP-IDF release comes from the build's SOURCE.md (or --idf-path's git describe): every row
+names its release series and exact build (docs/releases.md).
 
 Sphinx pages are the files whose root element is ``<document>``; doxygen's own XML shares the tree
 and is ignored. A page that cannot be read is named and skipped, and the run exits 1 at the end.
@@ -30,7 +33,8 @@ from tqdm import tqdm
 
 from chip_vocab import chips, validate_chip
 from chunking import chunk_tree
-from provenance import UNKNOWN, Provenance, source_provenance
+from provenance import UNKNOWN, Provenance, build_provenance, source_provenance
+from releases import release_series, release_source, require_series
 from schema import make_row, write_jsonl
 from sphinx_xml import DEFAULT_MAX_WORDS, Page, PageError, doc_path_for, iter_pages, page_tree
 
@@ -245,6 +249,8 @@ def page_rows(page: Page, chip: str, provenance: Provenance, max_words: int) -> 
             symbol_refs=chunk.symbol_refs,
             doc_refs=chunk.doc_refs,
             file_refs=chunk.file_refs,
+            releases=[release_series(provenance.version) or ""],
+            release_sources=[release_source(provenance.version, provenance.commit)],
             source_version=provenance.version,
             source_commit=provenance.commit,
         )
@@ -275,13 +281,27 @@ def chip_mentions(rows: Iterable[dict[str, Any]]) -> Counter[str]:
     return +counts
 
 
-def resolve_provenance(args: argparse.Namespace) -> Provenance:
-    """Explicit options win; else git provenance of --idf-path; else "unknown"."""
-    base = source_provenance(args.idf_path) if args.idf_path else Provenance(UNKNOWN, UNKNOWN)
-    return Provenance(
-        version=args.source_version or base.version,
-        commit=args.source_commit or base.commit,
-    )
+def resolve_provenance(xml_dir: Path, idf_path: Path | None) -> Provenance:
+    """The build's SOURCE.md, else the ``git describe`` of --idf-path; both must agree when both exist.
+
+    The release is read from provenance, never typed: a wrong hand-typed version would file a whole
+    build under another ESP-IDF release (docs/releases.md).
+    """
+    noted = build_provenance(xml_dir)
+    checkout = source_provenance(idf_path) if idf_path else None
+    if noted and checkout and checkout.commit != UNKNOWN and noted.commit != checkout.commit:
+        raise ValueError(
+            f"the build's SOURCE.md names commit {noted.commit}, but --idf-path {idf_path} is at "
+            f"{checkout.commit}: point --idf-path at the checkout the docs were built from"
+        )
+    found = noted or checkout
+    if found is None or found.commit == UNKNOWN:
+        raise ValueError(
+            f"no provenance for {xml_dir}: no SOURCE.md (Version:/Commit: lines) in it or above it, and "
+            "no --idf-path checkout; build with build_idf_docs.sh (it writes SOURCE.md) or pass --idf-path"
+        )
+    require_series(found.version, f"the build {xml_dir}")
+    return found
 
 
 @dataclass
@@ -336,9 +356,11 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("xml_dir", type=Path, help="a chip's XML build (.../_build/en/<chip>/xml)")
     parser.add_argument("--chip", required=True, help="ESP-IDF target the build is for, e.g. esp32c3")
     parser.add_argument("--out-path", type=Path, required=True, help="JSONL file to write")
-    parser.add_argument("--source-version", help="ESP-IDF version of the build (git describe)")
-    parser.add_argument("--source-commit", help="full ESP-IDF commit of the build")
-    parser.add_argument("--idf-path", type=Path, help="ESP-IDF checkout the docs were built from")
+    parser.add_argument(
+        "--idf-path",
+        type=Path,
+        help="ESP-IDF checkout the docs were built from (only needed when the build has no SOURCE.md)",
+    )
     parser.add_argument("--max-words", type=int, default=DEFAULT_MAX_WORDS, help="chunk word budget")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs, tests)")
     return parser.parse_args(argv)
@@ -362,7 +384,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"--idf-path {args.idf_path} is not a directory")
     if args.max_words < 1:
         return _fail(f"--max-words must be positive, got {args.max_words}")
-    provenance = resolve_provenance(args)
+    try:
+        provenance = resolve_provenance(args.xml_dir, args.idf_path)
+    except ValueError as exc:
+        return _fail(str(exc))
     result = ingest(args.xml_dir, chip, provenance, args.max_words, progress=not args.no_progress)
     for failure in result.failures:
         print(f"skipped page: {failure}", file=sys.stderr)
@@ -380,13 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if result.revisions:
         linked = result.revisions.most_common(1)[0][0]
-        if provenance.commit == UNKNOWN:
-            print(
-                f"note: provenance unknown; the pages link to esp-idf revision {linked} "
-                "(pass --source-commit/--source-version or --idf-path)",
-                file=sys.stderr,
-            )
-        elif not provenance.commit.startswith(linked):
+        if not provenance.commit.startswith(linked):
             return _fail(
                 f"source commit {provenance.commit} does not match the build: its pages link to "
                 f"esp-idf revision {linked}"
@@ -403,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = all(r.ok for r in reports) and not result.failures
     checks = ", ".join(f"{r.name} {'ok' if r.ok else 'FAILED'}" for r in reports)
     print(
-        f"{chip}: {result.pages} pages ({result.other_xml} non-Sphinx XML ignored, "
+        f"{chip} {release_series(provenance.version)} ({provenance.version}): {result.pages} pages ({result.other_xml} non-Sphinx XML ignored, "
         f"{len(result.failures)} skipped) -> {len(result.rows)} chunks in {args.out_path}; {checks}; "
         f"{time.monotonic() - started:.1f}s"
     )

@@ -31,18 +31,39 @@ def _from_source_note(tree: Path) -> Provenance | None:
     note = tree / "SOURCE.md"
     if not note.is_file():
         return None
-    match = re.search(r"Commit:\s*`?([0-9a-f]{40})", note.read_text(encoding="utf-8", errors="replace"))
+    text = note.read_text(encoding="utf-8", errors="replace")
+    match = re.search(r"Commit:\s*`?([0-9a-f]{40})", text)
     if not match:
         return None
-    return Provenance(version=match.group(1)[:12], commit=match.group(1))
+    version = re.search(r"Version:\s*`?([A-Za-z0-9][\w.+-]*)", text)
+    return Provenance(version=version.group(1) if version else match.group(1)[:12], commit=match.group(1))
+
+
+def build_provenance(build_dir: str | Path, levels: int = 3) -> Provenance | None:
+    """The SOURCE.md of a docs build: in its folder or one of ``levels`` folders above it.
+
+    ``build_idf_docs.sh`` and the builds in ../shared/corpus write one, naming the ESP-IDF
+    ``Version:`` (git describe) and ``Commit:`` the pages were built from.
+    """
+    folder = Path(build_dir).resolve()
+    for candidate in [folder, *folder.parents][: levels + 1]:
+        found = _from_source_note(candidate)
+        if found is not None:
+            return found
+    return None
 
 
 def source_provenance(tree: str | Path) -> Provenance:
-    """git describe + full commit of ``tree``; a SOURCE.md pin outside git; else "unknown"."""
+    """git describe + full commit of ``tree``; a SOURCE.md pin outside git; else "unknown".
+
+    Only a tree that is itself a checkout's top counts as git: a folder inside another repository
+    (a test fixture, a copy under a project) would otherwise take that repository's commit.
+    """
     path = Path(tree)
     if not path.exists():
         return Provenance(UNKNOWN, UNKNOWN)
-    commit = _git(path, "rev-parse", "HEAD")
+    top = _git(path, "rev-parse", "--show-toplevel")
+    commit = _git(path, "rev-parse", "HEAD") if top and Path(top).resolve() == path.resolve() else None
     if commit is None:
         return _from_source_note(path) or Provenance(UNKNOWN, UNKNOWN)
     version = _git(path, "describe", "--tags", "--always", "--dirty") or commit[:12]

@@ -2,6 +2,7 @@
 
 One shape for all three corpora keeps filters uniform: ``chips`` is a list everywhere, and
 ``revisions`` is a list where empty means "this content has no revision axis", never "all".
+``releases``/``release_sources`` are the ESP-IDF release axis, empty on TRM rows (docs/releases.md).
 """
 
 from __future__ import annotations
@@ -17,8 +18,17 @@ from typing import Any
 import pyarrow as pa
 
 from chip_vocab import DOC_TYPES, chip_ids, chips
+from releases import COMMIT, release_series, split_source
 
-LIST_FIELDS = ("chips", "revisions", "symbol_refs", "doc_refs", "file_refs")
+LIST_FIELDS = (
+    "chips",
+    "revisions",
+    "releases",
+    "release_sources",
+    "symbol_refs",
+    "doc_refs",
+    "file_refs",
+)
 STRING_FIELDS = (
     "text",
     "doc_type",
@@ -34,6 +44,8 @@ CHUNK_FIELDS = (
     "doc_type",
     "chips",
     "revisions",
+    "releases",
+    "release_sources",
     "source_doc",
     "section_path",
     "file_path",
@@ -62,6 +74,8 @@ def make_row(
     file_path: str,
     chunk_index: int,
     revisions: Iterable[str] = (),
+    releases: Iterable[str] = (),
+    release_sources: Iterable[str] = (),
     symbol_refs: Iterable[str] = (),
     doc_refs: Iterable[str] = (),
     file_refs: Iterable[str] = (),
@@ -74,6 +88,8 @@ def make_row(
         "doc_type": doc_type,
         "chips": _unique(chips),
         "revisions": _unique(revisions),
+        "releases": list(releases),
+        "release_sources": list(release_sources),
         "source_doc": source_doc,
         "section_path": section_path,
         "file_path": file_path,
@@ -119,6 +135,24 @@ def validate_row(row: dict[str, Any]) -> None:
     for rev in row["revisions"]:
         if not any(rev in chips()[c].revisions for c in row["chips"]):
             raise ValueError(f"revision {rev!r} is not published for chips {row['chips']}")
+    validate_releases(row)
+
+
+def validate_releases(row: dict[str, Any]) -> None:
+    """``releases`` names series, once each; ``release_sources`` gives each one's exact build."""
+    releases, sources = row["releases"], row["release_sources"]
+    if row["doc_type"] == "trm" and releases:
+        raise ValueError("trm rows carry no ESP-IDF release: the manuals hold for every release")
+    if len(releases) != len(sources) or len(set(releases)) != len(releases):
+        raise ValueError(
+            f"releases {releases} and release_sources {sources} must pair one build with each series"
+        )
+    for series, source in zip(releases, sources, strict=True):
+        version, commit = split_source(source)
+        if release_series(version) != series or not COMMIT.fullmatch(commit):
+            raise ValueError(
+                f"release source {source!r} is not an exact build (version@40-hex commit) of series {series!r}"
+            )
 
 
 # Every row's embedding windows, the whole chunk's vector first: the embedder reads 256 tokens, so a

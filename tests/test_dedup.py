@@ -124,3 +124,51 @@ def test_cli_reports_counts_and_rejects_bad_input(tmp_path: Path, capsys: pytest
     assert "esp32x9" in capsys.readouterr().err
     assert dedup_chunks.main([str(c3_file), "--out-path", str(c3_file)]) == 2
     assert "is also an input" in capsys.readouterr().err
+
+
+V55 = ("v5.5", "v5.5.5@" + "5" * 40)
+V61 = ("v6.1-dev", "v6.1-dev-6734-g102122904ad@" + "6" * 40)
+
+
+def _released(text: str, chip: str, index: int, release: tuple[str, str]) -> dict[str, Any]:
+    version, commit = release[1].split("@")
+    return _row(
+        text,
+        chip,
+        index,
+        releases=[release[0]],
+        release_sources=[release[1]],
+        source_version=version,
+        source_commit=commit,
+    )
+
+
+def test_identical_chunks_of_two_releases_become_one_row_naming_both(tmp_path: Path) -> None:
+    old = tmp_path / "chunks_v5.5_esp32.jsonl"
+    new = tmp_path / "chunks_v6.1-dev_esp32.jsonl"
+    write_jsonl(old, [_released("Intro", "esp32", 0, V55), _released("adc1_get_raw reads", "esp32", 1, V55)])
+    write_jsonl(
+        new, [_released("Intro", "esp32", 0, V61), _released("adc_oneshot_read reads", "esp32", 1, V61)]
+    )
+    result = dedup_chunks.dedup([old, new])
+    by_text = {row["text"]: row for row in result.rows}
+    shared = by_text["Intro"]
+    # newest first, each release with its exact build; the row cites the newest
+    assert shared["releases"] == ["v6.1-dev", "v5.5"]
+    assert shared["release_sources"] == [V61[1], V55[1]]
+    assert (shared["source_version"], shared["source_commit"]) == tuple(V61[1].split("@"))
+    assert by_text["adc1_get_raw reads"]["releases"] == ["v5.5"]
+    assert by_text["adc_oneshot_read reads"]["releases"] == ["v6.1-dev"]
+    assert result.release_summary() == "v5.5: 2 rows, 1 only in it; v6.1-dev: 2 rows, 1 only in it"
+    for row in result.rows:
+        validate_row(row)
+
+
+def test_two_builds_of_one_release_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = ("v5.5", "v5.5.4@" + "4" * 40)
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_jsonl(first, [_released("Intro", "esp32", 0, V55)])
+    write_jsonl(second, [_released("Intro", "esp32c3", 0, other)])
+    assert dedup_chunks.main([str(first), str(second), "--out-path", str(tmp_path / "o.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "release v5.5 comes from several builds" in err and "v5.5.4@" in err and "v5.5.5@" in err

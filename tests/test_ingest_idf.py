@@ -23,7 +23,6 @@ from sphinx_xml import doc_path_for
 FIXTURES = Path(__file__).parent / "fixtures" / "idf"
 COMMIT = "102122904ade11fd1ae373848f34ffd7dfb18aeb"
 VERSION = "v6.1-dev-6734-g102122904ad"
-PROVENANCE = ["--source-version", VERSION, "--source-commit", COMMIT]
 
 
 def _run(xml_dir: Path, out: Path, *extra: str) -> int:
@@ -37,12 +36,13 @@ def _rows(xml_dir: Path, chip: str = "esp32c3") -> list[dict[str, Any]]:
 def _copy_fixture(tmp_path: Path, chip: str = "esp32c3") -> Path:
     target = tmp_path / chip
     shutil.copytree(FIXTURES / chip, target)
+    shutil.copy(FIXTURES / "SOURCE.md", target)
     return target
 
 
 def test_fixture_build_gives_valid_idf_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "chunks.jsonl"
-    assert _run(FIXTURES / "esp32c3", out, "--chip", "ESP32-C3", *PROVENANCE) == 0
+    assert _run(FIXTURES / "esp32c3", out, "--chip", "ESP32-C3") == 0
     rows = list(read_jsonl(out))
     by_file: dict[str, list[int]] = defaultdict(list)
     for row in rows:
@@ -62,7 +62,7 @@ def test_fixture_build_gives_valid_idf_rows(tmp_path: Path, capsys: pytest.Captu
     assert gpio["source_doc"] == "GPIO & RTC GPIO"
     summary = capsys.readouterr().out.strip().splitlines()
     assert len(summary) == 1 and summary[0].startswith(
-        "esp32c3: 3 pages (1 non-Sphinx XML ignored, 0 skipped)"
+        "esp32c3 v6.1-dev (v6.1-dev-6734-g102122904ad): 3 pages (1 non-Sphinx XML ignored, 0 skipped)"
     )
 
 
@@ -78,7 +78,7 @@ def test_unknown_chip_is_rejected_with_the_valid_list(
 
 def test_non_positive_max_words_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "chunks.jsonl"
-    assert _run(FIXTURES / "esp32c3", out, "--chip", "esp32c3", "--max-words", "0", *PROVENANCE) == 2
+    assert _run(FIXTURES / "esp32c3", out, "--chip", "esp32c3", "--max-words", "0") == 2
     assert "--max-words must be positive, got 0" in capsys.readouterr().err
     assert not out.exists()
 
@@ -89,6 +89,7 @@ def test_directory_without_sphinx_pages_is_an_error(
     doxygen_only = tmp_path / "xml"
     doxygen_only.mkdir()
     shutil.copy(FIXTURES / "esp32c3" / "gpio_8h.xml", doxygen_only)
+    shutil.copy(FIXTURES / "SOURCE.md", doxygen_only)
     assert _run(doxygen_only, tmp_path / "out.jsonl", "--chip", "esp32c3") == 2
     err = capsys.readouterr().err
     assert "no Sphinx pages" in err and "1 other XML files" in err
@@ -102,7 +103,7 @@ def test_malformed_page_is_named_and_skipped_and_the_run_fails(
     xml_dir = _copy_fixture(tmp_path)
     (xml_dir / "api-guides" / "broken.xml").write_text("<document><section><title>Half", encoding="utf-8")
     out = tmp_path / "chunks.jsonl"
-    assert _run(xml_dir, out, "--chip", "esp32c3", *PROVENANCE) == 1
+    assert _run(xml_dir, out, "--chip", "esp32c3") == 1
     captured = capsys.readouterr()
     assert "skipped page:" in captured.err and "broken.xml" in captured.err
     assert "1 skipped" in captured.out
@@ -116,7 +117,7 @@ def test_a_build_labelled_with_the_wrong_chip_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "chunks.jsonl"
-    assert _run(FIXTURES / "esp32", out, "--chip", "esp32c3", *PROVENANCE) == 2
+    assert _run(FIXTURES / "esp32", out, "--chip", "esp32c3") == 2
     err = capsys.readouterr().err
     assert "--chip esp32c3 does not match the build: its pages name ESP32 most" in err
     assert not out.exists()
@@ -126,14 +127,14 @@ def test_a_folder_of_several_builds_is_caught_by_repeated_doc_paths(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "chunks.jsonl"
-    assert _run(FIXTURES, out, "--chip", "esp32", *PROVENANCE) == 1
+    assert _run(FIXTURES, out, "--chip", "esp32") == 1
     err = capsys.readouterr().err
     assert "same doc path 'api-guides/bootloader'" in err and "not a folder of several" in err
     rows = list(read_jsonl(out))
     assert len({(r["file_path"], r["chunk_index"]) for r in rows}) == len(rows)
 
 
-def test_provenance_comes_from_an_idf_checkout_and_must_match_the_build(
+def test_provenance_comes_from_the_builds_source_note_or_a_matching_checkout(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     other = tmp_path / "other-idf"
@@ -141,15 +142,26 @@ def test_provenance_comes_from_an_idf_checkout_and_must_match_the_build(
     git = ["git", "-C", str(other), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
-    # the fixture pages link to esp-idf revision 102122904ad: another checkout's commit is refused
+    subprocess.run([*git, "tag", "v5.5.5"], check=True)
+    # the fixture's SOURCE.md names 102122904ade: a checkout at another commit is refused
     assert (
         _run(FIXTURES / "esp32c3", tmp_path / "o.jsonl", "--chip", "esp32c3", "--idf-path", str(other)) == 2
     )
-    assert "does not match the build" in capsys.readouterr().err
+    assert "point --idf-path at the checkout the docs were built from" in capsys.readouterr().err
     assert _run(FIXTURES / "esp32c3", tmp_path / "o.jsonl", "--chip", "esp32c3") == 0
     rows = list(read_jsonl(tmp_path / "o.jsonl"))
-    assert {(r["source_version"], r["source_commit"]) for r in rows} == {("unknown", "unknown")}
-    assert "pass --source-commit" in capsys.readouterr().err
+    assert {(r["source_version"], r["source_commit"]) for r in rows} == {(VERSION, COMMIT)}
+    assert {(tuple(r["releases"]), tuple(r["release_sources"])) for r in rows} == {
+        (("v6.1-dev",), (f"{VERSION}@{COMMIT}",))
+    }
+    # without a SOURCE.md the checkout names the release; its commit must still match the page links
+    bare = tmp_path / "bare"
+    shutil.copytree(FIXTURES / "esp32c3", bare / "esp32c3")
+    assert _run(bare / "esp32c3", tmp_path / "o.jsonl", "--chip", "esp32c3", "--idf-path", str(other)) == 2
+    assert "does not match the build" in capsys.readouterr().err
+    # and with neither, nothing is written: a row without a release could not be filtered by one
+    assert _run(bare / "esp32c3", tmp_path / "none.jsonl", "--chip", "esp32c3") == 2
+    assert "no provenance" in capsys.readouterr().err and not (tmp_path / "none.jsonl").exists()
 
 
 # --- checkers: each one passes on the fixture and fails on a deliberately broken input ---------------
@@ -204,7 +216,7 @@ def test_placeholder_scan_fails_on_an_unsubstituted_target(
     page.write_text(
         page.read_text().replace("0x0 in the flash", "{IDF_TARGET_BOOTLOADER_OFFSET} in the flash")
     )
-    assert _run(xml_dir, tmp_path / "out.jsonl", "--chip", "esp32c3", *PROVENANCE) == 1
+    assert _run(xml_dir, tmp_path / "out.jsonl", "--chip", "esp32c3") == 1
     err = capsys.readouterr().err
     assert "check placeholders: FAILED - 1 {IDF_TARGET_...} placeholders left" in err
     assert "api-guides/bootloader#0 text: {IDF_TARGET_BOOTLOADER_OFFSET}" in err

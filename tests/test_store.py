@@ -610,6 +610,43 @@ def test_long_idf_chunk_is_found_by_a_late_window_and_old_stores_migrate(
     assert validate_store.main(["--db", str(db), "--sample", "1"]) == 0
 
 
+def test_a_store_from_before_the_release_axis_gains_the_release_columns(
+    tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    common = {"chips": ["esp32c3"], "source_doc": "Doc", "section_path": "Doc", "chunk_index": 0}
+    idf = make_row(
+        text="Doc\nThe UART driver.",
+        doc_type="idf",
+        file_path="api-reference/uart",
+        releases=["v5.5"],
+        release_sources=[f"v5.5.5@{IDF_COMMIT}"],
+        source_version="v5.5.5",
+        source_commit=IDF_COMMIT,
+        **common,
+    )
+    trm = make_row(
+        text="Doc\nUART registers.",
+        doc_type="trm",
+        file_path="ESP32-C3/uart",
+        source_version="805f2ea20bba",
+        source_commit=IDF_COMMIT,
+        **common,
+    )
+    db = tmp_path / "db"
+    for row, doc_type in ((idf, "idf"), (trm, "trm")):
+        chunks = write_rows(tmp_path / f"{doc_type}.jsonl", [row])
+        assert run(capsys, embedder, chunks, doc_type, trees["idf"], db)[0] == 0
+    open_store(str(db)).drop_columns(["releases", "release_sources"])  # as a pre-axis build had it
+
+    # writing any corpus migrates the whole table in one commit: idf rows from their provenance
+    assert run(capsys, embedder, write_rows(tmp_path / "t.jsonl", [trm]), "trm", trees["idf"], db)[0] == 0
+    stored = open_store(str(db)).search().select(["doc_type", "releases", "release_sources"]).to_list()
+    by_type = {row["doc_type"]: row for row in stored}
+    assert by_type["idf"]["releases"] == ["v5.5"]
+    assert by_type["idf"]["release_sources"] == [f"v5.5.5@{IDF_COMMIT}"]
+    assert by_type["trm"]["releases"] == [] and by_type["trm"]["release_sources"] == []
+
+
 def test_struct_header_rows_are_embedded_by_their_lead_only() -> None:
     members = " ".join(f"uint32_t field_{i} : 1;" for i in range(200))
     row = {"doc_type": "src", "file_path": "components/soc/esp32c3/register/soc/uart_struct.h"}

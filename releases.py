@@ -1,0 +1,235 @@
+"""The ESP-IDF release axis (docs/releases.md): series names, what a store holds, which release answers.
+
+A row's ``releases`` lists the series it is true for (``v5.5``, ``v6.1-dev``), newest first, and
+``release_sources`` the exact build of each (``v5.5.5@<commit>``). This module is the one place that
+turns versions into series, caller input into a held series, and a store into its releases.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+# v6.1-dev-6734-g102122904ad, v5.5.5, 5.5, v6.0-rc1, release/v5.5 (the prefix is stripped first)
+RELEASE = re.compile(r"^v?(\d{1,2})\.(\d{1,3})(?:\.(\d{1,3}))?(-dev)?(?![\d.])")
+# what a caller may send before it is parsed: anything else is refused without being echoed raw
+REQUEST_CHARSET = re.compile(r"[A-Za-z0-9_./\-]{1,64}")
+DEV_ALIASES = frozenset({"master", "latest", "dev", "main"})
+ALL = "all"
+COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+class ReleaseError(ValueError):
+    """A release a caller asked for that the store cannot answer; the message names what it holds."""
+
+
+def release_key(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a version or series, or None when it names none."""
+    match = RELEASE.match(_strip_branch(version))
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def release_series(version: str) -> str | None:
+    """The series users see: ``v6.1-dev-6734-g1021`` -> ``v6.1-dev``, ``5.5.5`` -> ``v5.5``."""
+    match = RELEASE.match(_strip_branch(version))
+    return f"v{match.group(1)}.{match.group(2)}{match.group(4) or ''}" if match else None
+
+
+def _strip_branch(version: str) -> str:
+    text = version.strip()
+    return text[len("release/") :] if text.startswith("release/") else text
+
+
+def series_order(series: str) -> tuple[int, int, bool]:
+    """Sort key, ascending from oldest; a -dev series sorts after the releases of its number."""
+    key = release_key(series) or (0, 0)
+    return (*key, series.endswith("-dev"))
+
+
+def newest_first(series: Iterable[str]) -> list[str]:
+    return sorted(set(series), key=series_order, reverse=True)
+
+
+def release_source(version: str, commit: str) -> str:
+    """The exact build a row came from, as stored in ``release_sources``."""
+    return f"{version}@{commit}"
+
+
+def split_source(source: str) -> tuple[str, str]:
+    version, _, commit = source.rpartition("@")
+    return version, commit
+
+
+def require_series(version: str, what: str) -> str:
+    """The series of an ingest's provenance; an error when it names none (a row needs a release)."""
+    series = release_series(version)
+    if series is None:
+        raise ValueError(
+            f"{what} has version {version!r}, which names no ESP-IDF release (expected a git describe "
+            "like v5.5.5 or v6.1-dev-6734-g102122904ad): build from a tagged checkout or keep its SOURCE.md"
+        )
+    return series
+
+
+@dataclass
+class HeldRelease:
+    """One series in a store: its exact build, and how many rows of each chip it holds."""
+
+    series: str
+    version: str
+    commit: str
+    chips: Counter[str] = field(default_factory=Counter)
+    rows: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "idf_version": self.series,
+            "exact_version": self.version,
+            "commit": self.commit,
+            "chips": sorted(self.chips),
+            "rows": self.rows,
+        }
+
+
+@dataclass
+class ReleaseIndex:
+    """The releases a store holds, read once with the rest of the store index."""
+
+    held: dict[str, HeldRelease] = field(default_factory=dict)
+    # False for a store built before the axis: then every ESP-IDF row is its one release, unfiltered
+    has_column: bool = True
+
+    def add_row(self, row: dict[str, Any]) -> None:
+        """Count one row's releases; a pre-axis row counts under the series of its source_version."""
+        if row.get("doc_type") == "trm":
+            return
+        if "releases" in row:
+            pairs = zip(row["releases"], row["release_sources"], strict=False)
+        else:
+            series = release_series(row.get("source_version") or "")
+            if series is None:
+                return
+            pairs = iter([(series, release_source(row["source_version"], row["source_commit"]))])
+        for series, source in pairs:
+            version, commit = split_source(source)
+            held = self.held.setdefault(series, HeldRelease(series, version, commit))
+            held.rows += 1
+            held.chips.update(row["chips"])
+
+    @property
+    def series(self) -> list[str]:
+        return newest_first(self.held)
+
+    def default(self, chip: str | None) -> str | None:
+        """The release covering the most chips (newest on a tie), among those holding ``chip``."""
+        candidates = [h for h in self.held.values() if chip is None or chip in h.chips]
+        if not candidates:
+            return None
+        return max(candidates, key=lambda h: (len(h.chips), series_order(h.series))).series
+
+    def describe(self) -> str:
+        return "; ".join(
+            f"{h.series} ({h.version}: {', '.join(sorted(h.chips))})"
+            for h in (self.held[s] for s in self.series)
+        )
+
+    def resolve(self, requested: str) -> tuple[str | None, str | None]:
+        """The held series a caller's ``idf_version`` means (None for "all"), and a note when inexact."""
+        if not isinstance(requested, str) or not REQUEST_CHARSET.fullmatch(requested.strip()):
+            raise ReleaseError(
+                "idf_version must be a release like 5.5, v5.5, v5.5.5, release/v5.5, 'master' or 'all' "
+                f"(letters, digits, . / _ -); the store holds: {self.describe() or 'no ESP-IDF release'}"
+            )
+        text = requested.strip().lower()
+        if text == ALL:
+            return None, None
+        if text in DEV_ALIASES:
+            dev = [s for s in self.series if s.endswith("-dev")]
+            if not dev:
+                raise ReleaseError(
+                    f"idf_version {requested!r} means the development branch; the store holds no "
+                    f"development build, only: {self.describe()}"
+                )
+            return dev[0], None
+        series = release_series(text)
+        if series is None:
+            raise ReleaseError(
+                f"idf_version {requested!r} is not an ESP-IDF release; valid: "
+                f"{', '.join(self.series) or 'none held'} (also 5.5, v5.5.5, release/v5.5, master, all)"
+            )
+        if series not in self.held and not series.endswith("-dev"):
+            dev = f"{series}-dev"
+            if dev in self.held:  # v6.1 asked while only v6.1-dev exists: the branch that becomes it
+                return dev, f"v{series[1:]} is not released in this store; answering from {dev}"
+        if series not in self.held:
+            raise ReleaseError(
+                f"the store holds no ESP-IDF {series} docs or headers; it holds: {self.describe()}"
+            )
+        held = self.held[series]
+        asked = text if text.startswith("v") else f"v{text}"
+        if RELEASE.match(asked) and RELEASE.match(asked).group(3) and asked != held.version:
+            return series, f"{asked} asked; the store holds {held.version} for series {series}"
+        return series, None
+
+
+@dataclass(frozen=True)
+class ReleaseChoice:
+    """The release one call answers from (None: every release) and the envelope entry saying why."""
+
+    series: str | None
+    envelope: dict[str, Any]
+
+    def where(self) -> str | None:
+        """Filter clause; ``series`` is always one of the store's own held names, never caller text."""
+        if self.series is None:
+            return None
+        return f"(cardinality(releases) = 0 OR array_has(releases, '{self.series}'))"
+
+
+def choose(
+    index: ReleaseIndex,
+    requested: str | None,
+    *,
+    chip: str | None,
+    scope_series: str | None = None,
+    scope_from: str | None = None,
+) -> ReleaseChoice:
+    """Pick the release for one call: the caller's, else the project's, else the store default."""
+    notes: list[str] = []
+    if not index.held:
+        if requested and requested.strip().lower() != ALL:
+            raise ReleaseError(
+                f"idf_version {requested!r} asked, but the store holds no ESP-IDF docs or headers"
+            )
+        return ReleaseChoice(None, {"answered_from": None, "how": "the store holds no ESP-IDF release"})
+    if requested:
+        series, note = index.resolve(requested)
+        how = "idf_version given by the caller"
+        if note:
+            notes.append(note)
+    elif scope_series and scope_series in index.held:
+        series, how = scope_series, f"the project's ESP-IDF release ({scope_from})"
+    else:
+        series = index.default(chip)
+        how = "the store's default: the release covering the most chips; pass idf_version to choose"
+        if scope_series:
+            how = f"the project uses ESP-IDF {scope_series}, which the store does not hold; {how}"
+    if series is not None and chip is not None and chip not in index.held[series].chips:
+        having = [s for s in index.series if chip in index.held[s].chips]
+        raise ReleaseError(
+            f"the store's ESP-IDF {series} covers {', '.join(sorted(index.held[series].chips))}, not "
+            f"{chip}; {chip} is held in: {', '.join(having) or 'no release (TRM only)'}"
+        )
+    if not index.has_column:
+        notes.append("this store predates the release axis: it holds one release, results are not filtered")
+    envelope: dict[str, Any] = {
+        "answered_from": index.held[series].as_dict() if series else "all releases (results list theirs)",
+        "how": how,
+        "held": [index.held[s].as_dict() for s in index.series],
+    }
+    if notes:
+        envelope["notes"] = notes
+    return ReleaseChoice(series if index.has_column else None, envelope)
