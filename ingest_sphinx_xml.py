@@ -422,7 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     ok = all(r.ok for r in reports) and not result.failures
     checks = ", ".join(f"{r.name} {'ok' if r.ok else 'FAILED'}" for r in reports)
     print(
-        f"{chip} {release_series(provenance.version)} ({provenance.version}): {result.pages} pages ({result.other_xml} non-Sphinx XML ignored, "
+        f"{chip} {release_series(provenance.version)} ({provenance.version}): {result.pages} pages "
+        f"({result.other_xml} non-Sphinx XML ignored, "
         f"{len(result.failures)} skipped) -> {len(result.rows)} chunks in {args.out_path}; {checks}; "
         f"{time.monotonic() - started:.1f}s"
     )

@@ -151,7 +151,8 @@ def validate_releases(row: dict[str, Any]) -> None:
         version, commit = split_source(source)
         if release_series(version) != series or not COMMIT.fullmatch(commit):
             raise ValueError(
-                f"release source {source!r} is not an exact build (version@40-hex commit) of series {series!r}"
+                f"release source {source!r} is not an exact build (version@40-hex commit) "
+                f"of series {series!r}"
             )
 
 
