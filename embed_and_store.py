@@ -208,6 +208,12 @@ def open_store(db_uri: str, model_id: str | None = None) -> lancedb.table.Table:
             f"the store at {db_uri} was built with embedding model {built_with!r}, not {model_id!r}; "
             f"query it with {built_with!r} or rebuild it into another --db with {model_id!r}"
         )
+    if "releases" not in table.schema.names:
+        raise StoreError(
+            f"the store at {db_uri} predates the ESP-IDF release axis (docs/releases.md); migrate it by "
+            "running any embed_and_store.py into it once (it adds the release columns and re-embeds "
+            "nothing already cached), or rebuild it"
+        )
     return table
 
 

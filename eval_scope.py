@@ -25,7 +25,7 @@ from pathlib import Path
 
 from embed_and_store import StoreError, resolve_db_uri
 from eval_retrieval import Case, Scores, by_category, first_answer_rank, format_table, load_cases
-from project_scope import Scope, apply, detect, store_releases
+from project_scope import Scope, apply, detect
 from search import SearchEngine, open_engine
 
 DEPTH = 10
@@ -96,10 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    held = store_releases(engine.table, engine.index.rows)
     scopes: dict[tuple[str, str | None], Scope] = {}
     for project in projects:
-        scope = detect(str(project), "eval", Path.cwd(), held)
+        scope = detect(str(project), "eval", Path.cwd())
         if scope.chip:
             scopes.setdefault((scope.chip, scope.revision), scope)
     cases = [c for c in load_cases(args.queries) if c.filters.get("chip")]

@@ -63,6 +63,9 @@ INSTRUCTIONS = (
     "result's 'scope' says which and from where. If your working directory is not the server's own "
     "project, call esp32_docs_scope(project_dir=<your working directory>) once and pass that project_dir "
     "on later calls. chip= and revision= always override the scope; chip='any' searches every chip. "
+    "ESP-IDF APIs and Kconfig options differ between releases: results come from the project's ESP-IDF "
+    "release when the store holds it (each result's 'release' says which, and what else is held); "
+    "idf_version= (5.5, v6.0, master, or 'all' to compare) overrides it. "
     "Use esp32_docs_find_symbol for exact identifiers, "
     "esp32_docs_register for a register's exact address, reset value and bit fields (or what lives at an "
     "address, or how a register differs between chips / ESP32-P4 revisions), esp32_docs_read to see more "
@@ -87,6 +90,13 @@ OVERRIDE_HELP = (
     "--project DIR or $ESP32_DOCS_PROJECT, else the directory the client started it in. The ESP-IDF "
     "release is reported, not yet a filter."
 )
+IdfVersionArg = Annotated[
+    str | None,
+    Field(
+        description="ESP-IDF release: 5.5, v5.5, v5.5.5, release/v5.5, master, or 'all' to compare releases; "
+        "default: the project's release when the store holds it, else the store's default (see 'release')"
+    ),
+]
 DocTypeArg = Annotated[
     str | None, Field(description="idf = ESP-IDF docs, trm = Technical Reference Manual, src = SoC headers")
 ]
@@ -133,7 +143,7 @@ def create_server(
     """
     settings, verifier = auth if auth else (None, None)
     server = MCPServer("esp32-docs", instructions=INSTRUCTIONS, auth=settings, token_verifier=verifier)
-    resolver = scopes or ScopeResolver(*project_scope.configured_project(None), held_releases=())
+    resolver = scopes or ScopeResolver(*project_scope.configured_project(None))
 
     def answer(call: Callable[[SearchEngine], dict[str, Any]]) -> dict[str, Any]:
         watch = engine if isinstance(engine, StoreWatch) else None
@@ -194,15 +204,25 @@ def create_server(
             ),
         ] = None,
         k: Annotated[int, Field(ge=1, le=MAX_K, description=f"results to return, 1-{MAX_K}")] = 5,
+        idf_version: IdfVersionArg = None,
         project_dir: ProjectDirArg = None,
     ) -> dict[str, Any]:
-        """Hybrid search (meaning + keywords + exact symbols) over ESP32 docs, by chip/doc_type/revision.
-        Without chip=, answers for the project scope's chip and revision (see the result's scope)."""
+        """Hybrid search (meaning + keywords + exact symbols) over ESP32 docs, by chip/doc_type/revision
+        and ESP-IDF release. Without chip=, answers for the project scope's chip and revision (see the
+        result's scope); idf_version='all' lists each passage's releases, to compare them."""
         return scoped(
             project_dir,
             chip,
             revision,
-            lambda e, a: e.search(query, doc_type=doc_type, chip=a.chip, revision=a.revision, k=k),
+            lambda e, a: e.search(
+                query,
+                doc_type=doc_type,
+                chip=a.chip,
+                revision=a.revision,
+                k=k,
+                idf_version=idf_version,
+                project_release=a.release,
+            ),
         )
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
@@ -217,12 +237,24 @@ def create_server(
         chip: ChipArg = None,
         doc_type: DocTypeArg = None,
         k: Annotated[int, Field(ge=1, le=MAX_K, description=f"results to return, 1-{MAX_K}")] = 10,
+        idf_version: IdfVersionArg = None,
         project_dir: ProjectDirArg = None,
     ) -> dict[str, Any]:
         """Exact symbol lookup (functions, types, macros, registers, fields, Kconfig) across all corpora.
-        Without chip=, within the project scope's chip."""
+        Without chip=, within the project scope's chip. by_release says in which ESP-IDF releases the
+        symbol exists; when it is gone from one, migration_guides holds the passages that name it."""
         return scoped(
-            project_dir, chip, None, lambda e, a: e.find_symbol(symbol, chip=a.chip, doc_type=doc_type, k=k)
+            project_dir,
+            chip,
+            None,
+            lambda e, a: e.find_symbol(
+                symbol,
+                chip=a.chip,
+                doc_type=doc_type,
+                k=k,
+                idf_version=idf_version,
+                project_release=a.release,
+            ),
         )
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
@@ -299,7 +331,8 @@ def create_server(
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def esp32_docs_list_chips() -> dict[str, Any]:
-        """The valid chips, doc_types and revisions, with how many chunks each corpus holds per chip."""
+        """The valid chips, doc_types and revisions, with how many chunks each corpus holds per chip, and
+        the ESP-IDF releases the store holds with the chips built for each."""
         return answer(lambda e: e.list_chips())
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
@@ -316,6 +349,7 @@ def create_server(
             Field(description="return the hit's whole section (and subsections) instead of before/after"),
         ] = False,
         chip: ChipArg = None,
+        idf_version: IdfVersionArg = None,
         project_dir: ProjectDirArg = None,
     ) -> dict[str, Any]:
         """Read the chunks around a hit, or its whole section, in document order within a character budget."""
@@ -330,6 +364,8 @@ def create_server(
                     max_chars=max_chars,
                     whole_section=whole_section,
                     chip=chip_id,
+                    idf_version=idf_version,
+                    project_release=applied.release,
                 )
 
             try:
@@ -426,8 +462,7 @@ def load_engine(args: argparse.Namespace) -> tuple[SearchEngine | StoreWatch, Se
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     source, engine = load_engine(args)
-    held = project_scope.store_releases(engine.table, engine.index.rows) if engine else []
-    scopes = ScopeResolver(*project_scope.configured_project(args.project), held_releases=held)
+    scopes = ScopeResolver(*project_scope.configured_project(args.project))
     token = args.token
     auth = (
         (http_security.auth_settings(args.host, args.port), http_security.StaticTokenVerifier(token))

@@ -17,7 +17,7 @@ import json
 import os
 import re
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from chip_vocab import chip_ids, chips, normalize_chip
+from releases import release_key, release_series
 
 PROJECT_ENV_VAR = "ESP32_DOCS_PROJECT"
 ANY = frozenset({"any", "all", "*"})  # chip="any" / revision="any" turn the scope off for one call
@@ -51,7 +52,6 @@ HEADER_VERSION = re.compile(r"^# Espressif IoT Development Framework \(ESP-IDF\)
 OPTION = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
 NOT_SET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
 INCLUDES_PROJECT_CMAKE = re.compile(r"include\s*\([^)]*tools/cmake/project\.cmake", re.IGNORECASE)
-RELEASE = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?(-dev)?")
 REV_VALUE = re.compile(r"[0-9]{1,5}")
 UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -330,47 +330,6 @@ def manual_revision(facts: Facts) -> tuple[str | None, str | None]:
     )
 
 
-# -- ESP-IDF releases ---------------------------------------------------------------------------
-
-
-def release_key(version: str) -> tuple[int, int] | None:
-    match = RELEASE.match(version.strip())
-    return (int(match.group(1)), int(match.group(2))) if match else None
-
-
-def release_series(version: str) -> str | None:
-    """The series users see: ``v6.1-dev-6734-g1021`` -> ``v6.1-dev``, ``5.5.5`` -> ``v5.5``."""
-    match = RELEASE.match(version.strip())
-    return f"v{match.group(1)}.{match.group(2)}{match.group(3) or ''}" if match else None
-
-
-def release_note(series: str | None, held: Iterable[str]) -> tuple[str | None, str | None]:
-    """The release of the store's ESP-IDF content that applies to ``series``, and a note when inexact."""
-    held_series = sorted({s for s in (release_series(v) for v in held) if s}, key=_series_order)
-    if series is None:
-        return None, None
-    if not held_series:
-        return None, "the store holds no ESP-IDF docs or headers; the ESP-IDF release does not apply"
-    if series in held_series:
-        return series, None
-    key = release_key(series) or (0, 0)
-    nearest = min(held_series, key=lambda s: _distance(key, s))
-    return nearest, (
-        f"the project uses ESP-IDF {series}; the store holds {', '.join(held_series)}: ESP-IDF docs and "
-        f"headers answer from {nearest}, the nearest it holds (results are not filtered by release)"
-    )
-
-
-def _series_order(series: str) -> tuple[int, int, bool]:
-    key = release_key(series) or (0, 0)
-    return (*key, not series.endswith("-dev"))
-
-
-def _distance(key: tuple[int, int], series: str) -> tuple[int, bool]:
-    other = release_key(series) or (0, 0)
-    return abs((key[0] * 100 + key[1]) - (other[0] * 100 + other[1])), series.endswith("-dev")
-
-
 # -- the scope --------------------------------------------------------------------------------
 
 
@@ -389,7 +348,6 @@ class Scope:
     idf_version: str | None = None
     idf_series: str | None = None
     idf_version_from: str | None = None
-    idf_release_in_store: str | None = None
     notes: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
@@ -405,7 +363,6 @@ class Scope:
             "idf_version": self.idf_version,
             "idf_series": self.idf_series,
             "idf_version_from": self.idf_version_from,
-            "idf_release_in_store": self.idf_release_in_store,
             "notes": list(self.notes),
         }
 
@@ -508,7 +465,7 @@ def check_directory(raw: Any, base: Path) -> tuple[Path | None, list[str]]:
     return resolved, notes
 
 
-def detect(raw_dir: Any, source: str, base: Path, held_releases: Iterable[str] = ()) -> Scope:
+def detect(raw_dir: Any, source: str, base: Path) -> Scope:
     """The scope of the project(s) in ``raw_dir``: never raises, every doubt is a note."""
     directory, notes = check_directory(raw_dir, base)
     if directory is None:
@@ -551,9 +508,6 @@ def detect(raw_dir: Any, source: str, base: Path, held_releases: Iterable[str] =
             f"({', '.join(sorted(r or 'unknown' for r in revisions))}); no revision default (pass revision=)"
         )
     series = release_series(chosen.idf_version) if chosen.idf_version else None
-    in_store, release_remark = release_note(series, held_releases)
-    if release_remark:
-        notes.append(release_remark)
     has_range = chosen.rev_min is not None or chosen.rev_max is not None
     return Scope(
         source=source,
@@ -567,7 +521,6 @@ def detect(raw_dir: Any, source: str, base: Path, held_releases: Iterable[str] =
         idf_version=chosen.idf_version,
         idf_series=series,
         idf_version_from=chosen.idf_version_from,
-        idf_release_in_store=in_store,
         notes=tuple(notes),
     )
 
@@ -587,6 +540,8 @@ class Applied:
     revision: str | None
     from_scope: bool  # the scope, not the caller, supplied the chip or the revision
     envelope: dict[str, Any]
+    # the project's ESP-IDF series and where it was read: the release default when the store holds it
+    release: tuple[str, str] | None = None
 
 
 def apply(scope: Scope, chip: str | None, revision: str | None) -> Applied:
@@ -606,22 +561,24 @@ def apply(scope: Scope, chip: str | None, revision: str | None) -> Applied:
         use_revision, from_scope = scope.revision, True
         how += f"; revision {scope.revision} from the project scope ({scope.revision_from})"
     envelope = {"applied": {"chip": use_chip, "revision": use_revision}, "how": how, **scope.as_dict()}
-    return Applied(use_chip, use_revision, from_scope, envelope)
+    release = None
+    if scope.idf_series and not is_any(chip):
+        release = (scope.idf_series, f"{scope.idf_version} in {scope.idf_version_from}")
+    return Applied(use_chip, use_revision, from_scope, envelope, release)
 
 
 class ScopeResolver:
-    """The server's configured default directory, and the store's ESP-IDF releases for notes."""
+    """The server's configured default directory, resolved per call (the project may change)."""
 
-    def __init__(self, default_dir: str | None, default_source: str, held_releases: Iterable[str]) -> None:
+    def __init__(self, default_dir: str | None, default_source: str) -> None:
         self.base = Path.cwd()
         self.default_dir = default_dir if default_dir is not None else str(self.base)
         self.default_source = default_source
-        self.held_releases = tuple(held_releases)
 
     def resolve(self, project_dir: str | None) -> Scope:
         if project_dir is not None:
-            return detect(project_dir, "project_dir argument", self.base, self.held_releases)
-        return detect(self.default_dir, self.default_source, self.base, self.held_releases)
+            return detect(project_dir, "project_dir argument", self.base)
+        return detect(self.default_dir, self.default_source, self.base)
 
 
 def configured_project(cli_value: str | None) -> tuple[str | None, str]:
@@ -631,13 +588,3 @@ def configured_project(cli_value: str | None) -> tuple[str | None, str]:
     if os.environ.get(PROJECT_ENV_VAR):
         return os.environ[PROJECT_ENV_VAR], f"${PROJECT_ENV_VAR}"
     return None, "the server's working directory (where the client started it)"
-
-
-def store_releases(table: Any, rows: int) -> list[str]:
-    """The ESP-IDF versions the store's docs and headers were built from (TRM rows carry none)."""
-    if rows == 0:
-        return []
-    column = (
-        table.search().where("doc_type != 'trm'").select(["source_version"]).limit(rows).to_arrow()
-    ).column("source_version")
-    return sorted(set(column.to_pylist()) - {None, "unknown"})

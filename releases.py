@@ -99,21 +99,10 @@ class ReleaseIndex:
     """The releases a store holds, read once with the rest of the store index."""
 
     held: dict[str, HeldRelease] = field(default_factory=dict)
-    # False for a store built before the axis: then every ESP-IDF row is its one release, unfiltered
-    has_column: bool = True
 
     def add_row(self, row: dict[str, Any]) -> None:
-        """Count one row's releases; a pre-axis row counts under the series of its source_version."""
-        if row.get("doc_type") == "trm":
-            return
-        if "releases" in row:
-            pairs = zip(row["releases"], row["release_sources"], strict=False)
-        else:
-            series = release_series(row.get("source_version") or "")
-            if series is None:
-                return
-            pairs = iter([(series, release_source(row["source_version"], row["source_commit"]))])
-        for series, source in pairs:
+        """Count one row under each release it lists (TRM rows list none)."""
+        for series, source in zip(row["releases"], row["release_sources"], strict=False):
             version, commit = split_source(source)
             held = self.held.setdefault(series, HeldRelease(series, version, commit))
             held.rows += 1
@@ -129,6 +118,20 @@ class ReleaseIndex:
         if not candidates:
             return None
         return max(candidates, key=lambda h: (len(h.chips), series_order(h.series))).series
+
+    def nearest(self, series: str, chip: str | None) -> str | None:
+        """The held release closest in version to ``series`` that covers ``chip``; a release before a
+        development branch on a tie."""
+        wanted = release_key(series)
+        candidates = [h.series for h in self.held.values() if chip is None or chip in h.chips]
+        if wanted is None or not candidates:
+            return None
+
+        def distance(held: str) -> tuple[int, bool]:
+            major, minor = release_key(held) or (0, 0)
+            return abs((major - wanted[0]) * 100 + minor - wanted[1]), held.endswith("-dev")
+
+        return min(candidates, key=distance)
 
     def describe(self) -> str:
         return "; ".join(
@@ -223,8 +226,6 @@ def choose(
             f"the store's ESP-IDF {series} covers {', '.join(sorted(index.held[series].chips))}, not "
             f"{chip}; {chip} is held in: {', '.join(having) or 'no release (TRM only)'}"
         )
-    if not index.has_column:
-        notes.append("this store predates the release axis: it holds one release, results are not filtered")
     envelope: dict[str, Any] = {
         "answered_from": index.held[series].as_dict() if series else "all releases (results list theirs)",
         "how": how,
@@ -232,4 +233,4 @@ def choose(
     }
     if notes:
         envelope["notes"] = notes
-    return ReleaseChoice(series if index.has_column else None, envelope)
+    return ReleaseChoice(series, envelope)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import fusion
@@ -23,6 +23,7 @@ from chip_vocab import (
 )
 from embed_and_store import open_store, store_model_id
 from embedder import get_embedder, resolve_model_id
+from releases import ReleaseChoice, ReleaseError, ReleaseIndex, choose
 from results import (
     RESULT_TEXT_CHARS,
     docs_url,
@@ -47,7 +48,21 @@ MAX_QUERY_CHARS = 2000
 SYMBOL_COUNT_CAP = 5000
 READ_DEFAULT_CHARS = 8000
 READ_MAX_CHARS = 50000
-INDEX_COLUMNS = ["file_path", "chunk_index", "doc_type", "chips", "revisions", "section_path"]
+INDEX_COLUMNS = [
+    "file_path",
+    "chunk_index",
+    "doc_type",
+    "chips",
+    "revisions",
+    "releases",
+    "release_sources",
+    "section_path",
+]
+
+# The pages that say what changed between releases (docs/en/migration-guides/...).
+MIGRATION_GUIDES = "doc_type = 'idf' AND file_path LIKE 'migration-guides/%'"
+# The project's ESP-IDF release series and where the scope read it, when a project states one.
+ProjectRelease = tuple[str, str] | None
 
 # A symbol as callers may send it: identifier characters, plus ``*`` as a wildcard.
 SYMBOL_CHARSET = re.compile(r"[A-Za-z0-9_*]{1,128}")
@@ -65,10 +80,11 @@ class Filters:
     chip: str | None = None
     doc_type: str | None = None
     revision: str | None = None
+    release: ReleaseChoice | None = None
 
     def where(self) -> str | None:
         """SQL predicate for LanceDB; built only from vocabulary-checked values."""
-        clauses = []
+        clauses = [self.release.where()] if self.release and self.release.where() else []
         if self.chip:
             clauses.append(f"array_has(chips, '{self.chip}')")
         if self.doc_type:
@@ -79,11 +95,15 @@ class Filters:
         return " AND ".join(clauses) or None
 
     def as_dict(self) -> dict[str, str]:
+        """The caller-facing filters; the release has its own envelope entry (ReleaseChoice)."""
         return {
             k: v
             for k, v in (("chip", self.chip), ("doc_type", self.doc_type), ("revision", self.revision))
             if v
         }
+
+    def with_release(self, release: ReleaseChoice) -> Filters:
+        return replace(self, release=release)
 
 
 def validate_filters(chip: str | None, doc_type: str | None, revision: str | None) -> Filters:
@@ -140,6 +160,7 @@ class StoreIndex:
     doc_type_rows: Counter[str] = field(default_factory=Counter)
     revisions_seen: dict[str, set[str]] = field(default_factory=dict)
     file_chunks: dict[str, int] = field(default_factory=dict)
+    releases: ReleaseIndex = field(default_factory=ReleaseIndex)
     rows: int = 0
 
     @classmethod
@@ -152,6 +173,7 @@ class StoreIndex:
             for chip in row["chips"]:
                 index.coverage.setdefault(chip, Counter())[row["doc_type"]] += 1
                 index.revisions_seen.setdefault(chip, set()).update(row["revisions"])
+            index.releases.add_row(row)
             path = row["file_path"]
             index.file_chunks[path] = max(index.file_chunks.get(path, -1), row["chunk_index"])
         return index
@@ -203,10 +225,13 @@ class SearchEngine:
         revision: str | None = None,
         k: int = 5,
         mode: str = "hybrid",
+        idf_version: str | None = None,
+        project_release: ProjectRelease = None,
     ) -> dict[str, Any]:
         """Top-k passages for ``query`` within the filters, with which retrievers found each."""
         query = validate_query(query)
         filters = validate_filters(chip, doc_type, revision)
+        filters = filters.with_release(self.release_for(idf_version, filters.chip, project_release))
         k = validate_k(k)
         if mode not in MODES:
             raise SearchInputError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
@@ -225,7 +250,7 @@ class SearchEngine:
             "more_results": max(len(ranked) - k, 0),
             "note": self._more_note(len(ranked), k) if results else self._empty_note(filters),
         }
-        return self._envelope(payload)
+        return self._envelope(payload, filters)
 
     def _empty_note(self, filters: Filters) -> str:
         """Explain an empty answer: usually the filters leave nothing of that corpus."""
@@ -243,6 +268,20 @@ class SearchEngine:
             f"{capped}{candidates - k} more candidates ranked below these; raise k (max {MAX_K}), "
             "narrow with chip/doc_type/revision, or read around a hit with esp32_docs_read"
         )
+
+    def release_for(
+        self, idf_version: str | None, chip: str | None, project_release: ProjectRelease = None
+    ) -> ReleaseChoice:
+        """The ESP-IDF release one call answers from (releases.choose); bad input names the valid ones."""
+        if idf_version is not None and not isinstance(idf_version, str):
+            raise SearchInputError(f"idf_version must be a string, got {type(idf_version).__name__}")
+        series, source = project_release or (None, None)
+        try:
+            return choose(
+                self.index.releases, idf_version or None, chip=chip, scope_series=series, scope_from=source
+            )
+        except ReleaseError as error:
+            raise SearchInputError(str(error)) from error
 
     def rank(self, query: str, where: str | None, mode: str = "hybrid") -> list[dict[str, Any]]:
         """Every candidate within ``where``, best first: one retriever alone, or all of them fused."""
@@ -280,11 +319,20 @@ class SearchEngine:
     # -- find_symbol ----------------------------------------------------------------------------
 
     def find_symbol(
-        self, symbol: str, *, chip: str | None = None, doc_type: str | None = None, k: int = 10
+        self,
+        symbol: str,
+        *,
+        chip: str | None = None,
+        doc_type: str | None = None,
+        k: int = 10,
+        idf_version: str | None = None,
+        project_release: ProjectRelease = None,
     ) -> dict[str, Any]:
-        """Exact (case-insensitive) symbol lookup, interleaved across corpora, with per-corpus totals."""
+        """Exact (case-insensitive) symbol lookup, interleaved across corpora, with per-corpus totals,
+        and in which ESP-IDF releases the symbol exists."""
         symbol = validate_symbol(symbol)
-        filters = validate_filters(chip, doc_type, None)
+        unreleased = validate_filters(chip, doc_type, None)
+        filters = unreleased.with_release(self.release_for(idf_version, unreleased.chip, project_release))
         k = validate_k(k)
         rows = self.retrievers.symbols([symbol], filters.where(), SYMBOL_COUNT_CAP)
         per_corpus: dict[str, list[dict[str, Any]]] = {
@@ -311,9 +359,35 @@ class SearchEngine:
             "totals_are_lower_bounds": len(rows) >= SYMBOL_COUNT_CAP,
             "more_results": max(total - len(results), 0),
         }
+        payload.update(self._symbol_releases(symbol, unreleased))
         if not total:
             payload["note"] = self._symbol_miss_hint(symbol, filters)
-        return self._envelope(payload)
+        return self._envelope(payload, filters)
+
+    def _symbol_releases(self, symbol: str, filters: Filters) -> dict[str, Any]:
+        """How many chunks name the symbol in each held release (within the chip and doc_type), and,
+        when some release lacks it, the migration-guide passages that name it."""
+        held = self.index.releases
+        series = [s for s in held.series if filters.chip is None or filters.chip in held.held[s].chips]
+        if not series:
+            return {}
+        counts = {}
+        for one in series:
+            where = filters.with_release(ReleaseChoice(one, {})).where()
+            hits = self.retrievers.symbols([symbol], where, SYMBOL_COUNT_CAP)
+            counts[one] = sum(1 for row in hits if row["releases"])  # TRM rows hold for every release
+        answer: dict[str, Any] = {"by_release": counts}
+        if len(series) > 1 and any(counts.values()) and not all(counts.values()):
+            guides = self.retrievers.symbols([symbol], MIGRATION_GUIDES, 5)
+            answer["release_note"] = (
+                f"{symbol} is named in {', '.join(s for s in series if counts[s])} but not in "
+                f"{', '.join(s for s in series if not counts[s])}"
+            )
+            answer["migration_guides"] = [
+                {**self._result({**row, "matched_by": ["symbol"], "score": None}, None, [symbol])}
+                for row in guides
+            ]
+        return answer
 
     def _symbol_miss_hint(self, symbol: str, filters: Filters) -> str:
         """Say why nothing matched instead of returning a bare empty list."""
@@ -337,6 +411,8 @@ class SearchEngine:
         max_chars: int = READ_DEFAULT_CHARS,
         whole_section: bool = False,
         chip: str | None = None,
+        idf_version: str | None = None,
+        project_release: ProjectRelease = None,
     ) -> dict[str, Any]:
         """The chunks around a hit (or its whole section) in document order, within a budget."""
         path = self._validate_file_path(file_path)
@@ -359,8 +435,9 @@ class SearchEngine:
                 f"max_chars must be an integer from 500 to {READ_MAX_CHARS}, got {max_chars!r}"
             )
         filters = validate_filters(chip, None, None)
+        release = self.release_for(idf_version, filters.chip, project_release)
         where = f"file_path = '{_sql_quote(path)}'"
-        if filters.chip:
+        if filters.where():
             where += f" AND {filters.where()}"
         rows = (
             self.table.search()
@@ -372,9 +449,18 @@ class SearchEngine:
         )
         rows.sort(key=lambda row: (row["chunk_index"], row["chips"]))
         anchors = [r for r in rows if r["chunk_index"] == chunk_index]
-        if not anchors:
+        if anchors and not idf_version and release.series and not _in_release(anchors[0], release.series):
+            # a hit from another release (found with idf_version=): read it in its own release
+            own = anchors[0]["releases"][0]
+            release = self.release_for(own, filters.chip)
+            release.envelope["how"] = f"the chunk's own release ({own}): it is not in the default"
+        filters = filters.with_release(release)
+        rows = [r for r in rows if release.series is None or _in_release(r, release.series)]
+        if not anchors or not _in_release(anchors[0], release.series):
+            named = {**filters.as_dict(), "idf_version": release.series}
+            scope = " and ".join(f"{key} {value}" for key, value in named.items() if value)
             raise SearchInputError(
-                f"{path!r} has no chunk {chunk_index}" + (f" for chip {filters.chip}" if chip else "")
+                f"{path!r} has no chunk {chunk_index}" + (f" for {scope}" if scope else "")
             )
         anchor = anchors[0]
         if whole_section:
@@ -398,6 +484,7 @@ class SearchEngine:
                         "section_path": r["section_path"],
                         "chips": r["chips"],
                         "revisions": r["revisions"],
+                        "releases": r["releases"],
                         "text": r["text"],
                     }
                     for r in picked
@@ -408,8 +495,10 @@ class SearchEngine:
                 "truncated_by_budget": truncated,
                 "source_version": anchor["source_version"],
                 "source_commit": anchor["source_commit"],
+                "release_sources": anchor["release_sources"],
                 "url": docs_url(anchor, filters.chip),
-            }
+            },
+            filters,
         )
 
     def _validate_file_path(self, file_path: str) -> str:
@@ -438,6 +527,9 @@ class SearchEngine:
                     "revisions_in_store": sorted(self.index.revisions_seen.get(chip_id, set())),
                     "rows_by_doc_type": {doc: coverage.get(doc, 0) for doc in DOC_TYPES},
                     "idf_docs_built": chip.docs_built,
+                    "idf_releases_in_store": [
+                        s for s in self.index.releases.series if chip_id in self.index.releases.held[s].chips
+                    ],
                     "has_trm": chip.trm_folder is not None,
                 }
             )
@@ -447,6 +539,8 @@ class SearchEngine:
                 "doc_types": list(DOC_TYPES),
                 "rows_by_doc_type": {doc: self.index.doc_type_rows.get(doc, 0) for doc in DOC_TYPES},
                 "total_rows": self.index.rows,
+                "idf_releases": [self.index.releases.held[s].as_dict() for s in self.index.releases.series],
+                "idf_release_default": self.index.releases.default(None),
                 "model": getattr(self.embedder, "model_id", None),
             }
         )
@@ -458,10 +552,16 @@ class SearchEngine:
     ) -> dict[str, Any]:
         return format_result(row, chip, focus, terms, self.result_chars)
 
-    def _envelope(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def _envelope(self, payload: dict[str, Any], filters: Filters | None = None) -> dict[str, Any]:
+        if filters is not None and filters.release is not None:
+            payload["release"] = filters.release.envelope
         if self.demo_note:
             payload["corpus_note"] = self.demo_note
         return payload
+
+
+def _in_release(row: dict[str, Any], series: str | None) -> bool:
+    return series is None or not row["releases"] or series in row["releases"]
 
 
 def _sql_quote(value: str) -> str:

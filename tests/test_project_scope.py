@@ -23,11 +23,10 @@ from project_scope import Scope, apply, detect
 
 REPO = Path(__file__).resolve().parent.parent
 PROJECTS = Path(__file__).with_name("fixtures") / "projects"
-HELD = ["v6.1-dev-6734-g102122904ad"]  # what the fixture store's idf and src rows were built from
 
 
-def scope_of(directory: Path | str, held: list[str] = HELD) -> Scope:
-    return detect(str(directory), "test", REPO, held)
+def scope_of(directory: Path | str) -> Scope:
+    return detect(str(directory), "test", REPO)
 
 
 def copy_project(name: str, to: Path) -> Path:
@@ -61,7 +60,6 @@ def test_each_generated_project_gives_its_chip_revision_and_release(
     # the build's git describe is exact; the sdkconfig header (6.2.0 on that master) disagrees, said so
     assert scope.idf_version == "v6.1-dev-6734-g102122904ad-dirt" and scope.idf_series == "v6.1-dev"
     assert scope.idf_version_from == "build/project_description.json"
-    assert scope.idf_release_in_store == "v6.1-dev"
     assert "sdkconfig says 6.2.0" in notes(scope)
 
 
@@ -114,21 +112,6 @@ def test_the_p4_revision_rule_follows_the_range_and_reports_a_span(tmp_path: Pat
     assert scope.revision is None and scope.revision_range == "v1.0 to v3.99"
     assert "across the v1.3 and mainline manuals; no revision default" in notes(scope)
     assert "build/project_description.json records v3.1 to v3.99; using sdkconfig" in notes(scope)
-
-
-def test_release_not_in_the_store_answers_from_the_nearest_and_says_so(tmp_path: Path) -> None:
-    project = copy_project("esp32c6", tmp_path / "p")
-    shutil.rmtree(project / "build")
-    sdkconfig = project / "sdkconfig"
-    sdkconfig.write_text(sdkconfig.read_text().replace("(ESP-IDF) 6.2.0", "(ESP-IDF) 5.5.5"))
-    scope = scope_of(project, held=["v5.4.2", "v6.1-dev-6734-g102122904ad"])
-    assert (scope.idf_version, scope.idf_series, scope.idf_release_in_store) == ("5.5.5", "v5.5", "v5.4")
-    assert "the store holds v5.4, v6.1-dev: ESP-IDF docs and headers answer from v5.4" in notes(scope)
-    assert scope_of(project, held=[]).idf_release_in_store is None
-    assert "the store holds no ESP-IDF docs or headers" in notes(scope_of(project, held=[]))
-
-
-# -- several projects, the bounded search ------------------------------------------------------------
 
 
 def test_projects_with_different_targets_are_reported_not_guessed() -> None:
@@ -214,7 +197,7 @@ def test_bad_directories_get_a_note(tmp_path: Path) -> None:
         ("x" * 5000, "not a usable path"),
     ]
     for raw, expected in cases:
-        scope = detect(raw, "test", REPO, HELD)
+        scope = detect(raw, "test", REPO)
         assert scope.chip is None and expected in notes(scope), (raw, scope)
 
 
@@ -225,7 +208,7 @@ def test_dot_dot_and_special_characters_resolve_with_a_note(tmp_path: Path) -> N
     assert scope.chip == "esp32c3" and scope.directory == str(odd)
     assert "resolves to" in notes(scope)
     assert not (tmp_path / "pwned").exists()
-    relative = detect("tests/fixtures/projects/esp32c6", "test", REPO, HELD)
+    relative = detect("tests/fixtures/projects/esp32c6", "test", REPO)
     assert relative.chip == "esp32c6" and "is relative" in notes(relative)
 
 
@@ -427,7 +410,7 @@ def test_the_scope_tool_reports_values_sources_and_overrides(call: Call) -> None
     assert own["idf_version_from"] == "build/project_description.json" and "chip='any'" in own["override"]
     p4 = ok(call("esp32_docs_scope", {"project_dir": str(PROJECTS / "esp32p4-v1.3")}))
     assert (p4["chip"], p4["revision"], p4["revision_from"]) == ("esp32p4", "v1.3", "sdkconfig")
-    assert p4["idf_release_in_store"] == "v6.1-dev"
+    assert p4["idf_series"] == "v6.1-dev"
 
 
 def test_bad_project_dirs_give_a_note_never_a_failed_search(call: Call, tmp_path: Path) -> None:
