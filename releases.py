@@ -215,11 +215,24 @@ def choose(
             notes.append(note)
     elif scope_series and scope_series in index.held:
         series, how = scope_series, f"the project's ESP-IDF release ({scope_from})"
+    elif scope_series and index.nearest(scope_series, chip):
+        series = index.nearest(scope_series, chip)
+        how = (
+            f"the project uses ESP-IDF {scope_series} ({scope_from}), which the store does not hold: "
+            f"answering from {series}, the nearest release it holds; pass idf_version to choose"
+        )
     else:
         series = index.default(chip)
         how = "the store's default: the release covering the most chips; pass idf_version to choose"
-        if scope_series:
-            how = f"the project uses ESP-IDF {scope_series}, which the store does not hold; {how}"
+        if series is None:
+            return ReleaseChoice(
+                None,
+                {
+                    "answered_from": None,
+                    "how": f"no ESP-IDF release in the store covers {chip}: only its manual answers",
+                    "held": [index.held[s].as_dict() for s in index.series],
+                },
+            )
     if series is not None and chip is not None and chip not in index.held[series].chips:
         having = [s for s in index.series if chip in index.held[s].chips]
         raise ReleaseError(

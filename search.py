@@ -375,7 +375,10 @@ class SearchEngine:
         for one in series:
             where = filters.with_release(ReleaseChoice(one, {})).where()
             hits = self.retrievers.symbols([symbol], where, SYMBOL_COUNT_CAP)
-            counts[one] = sum(1 for row in hits if row["releases"])  # TRM rows hold for every release
+            # TRM rows hold for every release; a migration guide naming it says it changed, not that it exists
+            counts[one] = sum(
+                1 for row in hits if row["releases"] and not row["file_path"].startswith("migration-guides/")
+            )
         answer: dict[str, Any] = {"by_release": counts}
         if len(series) > 1 and any(counts.values()) and not all(counts.values()):
             guides = self.retrievers.symbols([symbol], MIGRATION_GUIDES, 5)

@@ -99,7 +99,7 @@ def test_find_symbol_read_and_list_chips_over_mcp(call: Call) -> None:
     page = call("esp32_docs_read", {"file_path": hit["file_path"], "chunk_index": hit["chunk_index"]})
     assert [c["chunk_index"] for c in page.structured_content["chunks"]] == [0, 1]
     listing = call("esp32_docs_list_chips", {}).structured_content
-    assert listing["total_rows"] == 33 and len(listing["chips"]) == 13
+    assert listing["total_rows"] == 36 and len(listing["chips"]) == 13
 
 
 def test_find_symbol_exact_and_case_insensitive_with_per_corpus_totals(call: Call) -> None:
@@ -273,12 +273,42 @@ def test_register_unknown_name_offers_the_closest_names(call: Call) -> None:
             "a reserved gap between UART_CONF0_REG (0x60000020) and UART_DATE_REG (0x6000007C)",
         ),
         ("esp32_docs_register", {"chip": "esp32c3", "name": "ECDSA_INT_ENA_REG"}, "it exists on esp32p4"),
+        ("esp32_docs_search", {"query": "x", "idf_version": "4.4"}, "holds no ESP-IDF v4.4 docs or headers"),
+        (
+            "esp32_docs_search",
+            {"query": "x", "idf_version": "5.5' OR '1'='1"},
+            "idf_version must be a release",
+        ),
+        ("esp32_docs_find_symbol", {"symbol": "adc1_get_raw", "idf_version": "main;"}, "must be a release"),
+        (
+            "esp32_docs_read",
+            {"file_path": "api-reference/peripherals/adc", "chunk_index": 0, "idf_version": "master"},
+            "has no chunk 0 for idf_version v6.1-dev",
+        ),
+        (
+            "esp32_docs_search",
+            {"query": "x", "chip": "esp32", "idf_version": "v5.5.5"},
+            "covers esp32c3, not esp32; esp32 is held in: v6.1-dev",
+        ),
     ],
 )
 def test_bad_input_reaches_the_client_naming_valid_values(
     call: Call, tool: str, arguments: dict[str, Any], message: str
 ) -> None:
     assert message in error_text(call(tool, arguments))
+
+
+def test_idf_version_picks_the_release_over_mcp(call: Call) -> None:
+    old = call(
+        "esp32_docs_search",
+        {"query": "read ADC1 raw", "chip": "esp32c3", "doc_type": "idf", "idf_version": "5.5"},
+    ).structured_content
+    assert old["release"]["answered_from"]["exact_version"] == "v5.5.5"
+    assert old["results"][0]["file_path"] == "api-reference/peripherals/adc"
+    found = call("esp32_docs_find_symbol", {"symbol": "adc1_get_raw", "chip": "esp32c3"}).structured_content
+    assert found["by_release"] == {"v6.1-dev": 0, "v5.5": 1} and found["migration_guides"]
+    listing = call("esp32_docs_list_chips", {}).structured_content
+    assert [r["idf_version"] for r in listing["idf_releases"]] == ["v6.1-dev", "v5.5"]
 
 
 def test_without_a_store_every_tool_says_how_to_get_one(tmp_path: Path) -> None:

@@ -226,10 +226,10 @@ def test_read_whole_section_and_chip_variants(engine: SearchEngine) -> None:
 def test_list_chips_reports_coverage_per_corpus(engine: SearchEngine) -> None:
     listing = engine.list_chips()
     by_chip = {c["chip"]: c for c in listing["chips"]}
-    assert by_chip["esp32c3"]["rows_by_doc_type"] == {"idf": 7, "trm": 11, "src": 5}
+    assert by_chip["esp32c3"]["rows_by_doc_type"] == {"idf": 10, "trm": 11, "src": 5}
     assert by_chip["esp32p4"]["revisions"] == ["mainline", "v1.3"]
     assert by_chip["esp32p4"]["revisions_in_store"] == ["mainline", "v1.3"]
-    assert listing["rows_by_doc_type"] == {"idf": 8, "trm": 18, "src": 7} and listing["total_rows"] == 33
+    assert listing["rows_by_doc_type"] == {"idf": 11, "trm": 18, "src": 7} and listing["total_rows"] == 36
 
 
 # -- bad input --------------------------------------------------------------------------------------

@@ -1,0 +1,157 @@
+"""The ESP-IDF release axis: series names, caller input, defaults, and the engine and MCP tools on a
+store that holds two releases (the search fixture: v6.1-dev for every page, v5.5 for a few)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+import pytest
+from test_search import build_fixture_store
+
+from releases import HeldRelease, ReleaseError, ReleaseIndex, choose, release_series
+from search import SearchEngine, SearchInputError, open_engine
+
+C3_ONLY_V55 = "api-reference/peripherals/adc"
+
+
+def held(series: str, version: str, chips: list[str]) -> HeldRelease:
+    return HeldRelease(series, version, "0" * 40, Counter(dict.fromkeys(chips, 1)), rows=len(chips))
+
+
+@pytest.fixture
+def index() -> ReleaseIndex:
+    return ReleaseIndex(
+        {
+            "v6.1-dev": held("v6.1-dev", "v6.1-dev-6734-g102122904ad", ["esp32", "esp32c3", "esp32s3"]),
+            "v5.5": held("v5.5", "v5.5.5", ["esp32", "esp32c3"]),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "series"),
+    [
+        ("v6.1-dev-6734-g102122904ad", "v6.1-dev"),
+        ("v5.5.5", "v5.5"),
+        ("5.5", "v5.5"),
+        ("release/v5.5", "v5.5"),
+        ("v6.0-rc1", "v6.0"),
+        ("v5.5.5-dirty", "v5.5"),
+        ("102122904ade", None),
+        ("unknown", None),
+        ("v5.55.5.5", None),
+    ],
+)
+def test_release_series_of_a_version(version: str, series: str | None) -> None:
+    assert release_series(version) == series
+
+
+@pytest.mark.parametrize("asked", ["5.5", "v5.5", "v5.5.5", "release/v5.5", "5.5.5", " V5.5 "])
+def test_every_spelling_of_a_release_means_its_series(index: ReleaseIndex, asked: str) -> None:
+    assert index.resolve(asked) == ("v5.5", None)
+
+
+def test_aliases_other_patches_and_all(index: ReleaseIndex) -> None:
+    assert index.resolve("master") == ("v6.1-dev", None)
+    assert index.resolve("6.1") == ("v6.1-dev", "v6.1 is not released in this store; answering from v6.1-dev")
+    assert index.resolve("all") == (None, None)
+    series, note = index.resolve("v5.5.2")
+    assert series == "v5.5" and note == "v5.5.2 asked; the store holds v5.5.5 for series v5.5"
+
+
+@pytest.mark.parametrize(
+    ("asked", "message"),
+    [
+        ("4.4", "the store holds no ESP-IDF v4.4 docs or headers; it holds: v6.1-dev"),
+        ("banana", "is not an ESP-IDF release; valid: v6.1-dev, v5.5"),
+        ("v5.5'; DROP TABLE chunks --", "idf_version must be a release like 5.5"),
+        ("../../etc/passwd", "is not an ESP-IDF release"),
+        ("", "idf_version must be a release like 5.5"),
+    ],
+)
+def test_bad_releases_are_errors_naming_what_the_store_holds(
+    index: ReleaseIndex, asked: str, message: str
+) -> None:
+    with pytest.raises(ReleaseError, match=re.escape(message)):
+        index.resolve(asked)
+
+
+def test_default_project_release_and_nearest(index: ReleaseIndex) -> None:
+    assert choose(index, None, chip=None).series == "v6.1-dev"  # covers the most chips
+    from_project = choose(index, None, chip="esp32c3", scope_series="v5.5", scope_from="5.5.5 in sdkconfig")
+    assert from_project.series == "v5.5" and "sdkconfig" in from_project.envelope["how"]
+    nearest = choose(index, None, chip="esp32c3", scope_series="v5.4", scope_from="sdkconfig")
+    assert nearest.series == "v5.5" and "nearest release it holds" in nearest.envelope["how"]
+    assert choose(index, "5.5", chip="esp32", scope_series="v6.1-dev").series == "v5.5", "the caller wins"
+    with pytest.raises(
+        ReleaseError, match=re.escape("covers esp32, esp32c3, not esp32s3; esp32s3 is held in: v6.1-dev")
+    ):
+        choose(index, "v5.5", chip="esp32s3")
+    assert [h["idf_version"] for h in choose(index, None, chip=None).envelope["held"]] == ["v6.1-dev", "v5.5"]
+
+
+# -- the engine on a two-release store --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> SearchEngine:
+    return open_engine(str(build_fixture_store(tmp_path_factory.getbasetemp() / "search-store")))
+
+
+def files(answer: dict[str, Any]) -> list[str]:
+    return [r["file_path"] for r in answer["results"]]
+
+
+def test_search_answers_from_one_release_and_says_which(engine: SearchEngine) -> None:
+    default = engine.search("read a raw ADC1 channel value", chip="esp32c3", doc_type="idf", k=10)
+    assert default["release"]["answered_from"]["idf_version"] == "v6.1-dev"
+    assert C3_ONLY_V55 not in files(default), "a v5.5-only page never answers for v6.1-dev"
+    assert {"v6.1-dev", "v5.5"} == {h["idf_version"] for h in default["release"]["held"]}
+
+    old = engine.search("read a raw ADC1 channel value", chip="esp32c3", doc_type="idf", idf_version="5.5")
+    assert old["release"]["answered_from"]["exact_version"] == "v5.5.5"
+    assert files(old)[0] == C3_ONLY_V55 and "migration-guides" not in " ".join(files(old))
+    shared = next(r for r in old["results"] if r["file_path"].endswith("adc_oneshot"))
+    assert shared["releases"] == ["v6.1-dev", "v5.5"] and len(shared["release_sources"]) == 2
+
+    everything = engine.search("adc1_get_raw", chip="esp32c3", doc_type="idf", idf_version="all", k=10)
+    assert {C3_ONLY_V55, "migration-guides/release-6.x/6.0/peripherals"} <= set(files(everything))
+    trm = engine.search("UART registers", chip="esp32c3", doc_type="trm", idf_version="5.5")
+    assert trm["results"] and all(r["releases"] == [] for r in trm["results"]), "manuals hold for all"
+
+
+def test_find_symbol_reports_each_release_and_the_migration_note(engine: SearchEngine) -> None:
+    gone = engine.find_symbol("adc1_get_raw", chip="esp32c3")
+    assert gone["by_release"] == {"v6.1-dev": 0, "v5.5": 1}, "a migration guide naming it is no definition"
+    assert gone["results"][0]["file_path"].startswith("migration-guides/"), "but it is what v6.1 says of it"
+    legacy = engine.find_symbol("adc1_config_width", chip="esp32c3")
+    assert legacy["by_release"] == {"v6.1-dev": 0, "v5.5": 1} and legacy["returned"] == 0
+    assert legacy["release_note"] == "adc1_config_width is named in v5.5 but not in v6.1-dev"
+    in_old = engine.find_symbol("adc1_config_width", chip="esp32c3", idf_version="v5.5")
+    assert [r["file_path"] for r in in_old["results"]] == [C3_ONLY_V55]
+    guide = engine.find_symbol("adc1_get_raw", chip="esp32c3", idf_version="v5.5")
+    assert [g["file_path"] for g in guide["migration_guides"]] == [
+        "migration-guides/release-6.x/6.0/peripherals"
+    ]
+
+
+def test_read_follows_a_hit_into_its_release_and_bad_releases_are_refused(engine: SearchEngine) -> None:
+    page = engine.read(C3_ONLY_V55, 0, chip="esp32c3")
+    assert page["release"]["answered_from"]["idf_version"] == "v5.5", "read where the hit lives"
+    assert "own release" in page["release"]["how"]
+    with pytest.raises(
+        SearchInputError, match=re.escape("has no chunk 0 for chip esp32c3 and idf_version v6.1-dev")
+    ):
+        engine.read(C3_ONLY_V55, 0, chip="esp32c3", idf_version="master")
+    with pytest.raises(SearchInputError, match=re.escape("store holds no ESP-IDF v4.4")):
+        engine.search("ADC", idf_version="4.4")
+    with pytest.raises(
+        SearchInputError, match=re.escape("covers esp32c3, not esp32; esp32 is held in: v6.1-dev")
+    ):
+        engine.find_symbol("adc1_get_raw", chip="esp32", idf_version="5.5")
+    listing = engine.list_chips()
+    assert [r["idf_version"] for r in listing["idf_releases"]] == ["v6.1-dev", "v5.5"]
+    c3 = next(c for c in listing["chips"] if c["chip"] == "esp32c3")
+    assert c3["idf_releases_in_store"] == ["v6.1-dev", "v5.5"]
