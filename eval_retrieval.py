@@ -28,11 +28,12 @@ from tqdm import tqdm
 
 from chip_vocab import DOC_TYPES
 from embed_and_store import StoreError, resolve_db_uri
+from releases import release_series
 from retrievers import query_symbols
 from search import MODES, SearchEngine, SearchInputError, open_engine, validate_filters
 
 DEPTH = 10
-FILTER_KEYS = ("chip", "doc_type", "revision")
+FILTER_KEYS = ("chip", "doc_type", "revision", "idf_version")
 SPLITS = ("tune", "heldout")
 # How deep --explain looks into each retriever's own list for the answer.
 EXPLAIN_POOL = 200
@@ -95,11 +96,20 @@ def answers(text: str, case: Case) -> bool:
 
 
 def first_answer_rank(results: list[dict[str, Any]], case: Case) -> int | None:
-    """1-based rank of the first result that answers the case, or None within the depth."""
+    """1-based rank of the first result that answers the case, or None within the depth.
+
+    A case asked for one ESP-IDF release is answered only by a passage true for that release: the
+    v6.0 migration guide names ``ledc_timer_set`` too, but it does not document it for v5.5.
+    """
     for rank, result in enumerate(results[:DEPTH], 1):
-        if answers(result["text"], case):
+        if answers(result["text"], case) and in_case_release(result, case):
             return rank
     return None
+
+
+def in_case_release(result: dict[str, Any], case: Case) -> bool:
+    wanted = release_series(case.filters.get("idf_version") or "")
+    return wanted is None or not result.get("releases") or wanted in result["releases"]
 
 
 @dataclass
@@ -111,6 +121,48 @@ class Scores:
 
     def mrr(self) -> float:
         return sum(1.0 / r for r in self.ranks if r is not None) / len(self.ranks)
+
+
+@dataclass
+class ReleaseReport:
+    """Release cases asked with and without idf_version: what the filter buys, and how often a
+    passage from another release comes first when the agent does not say which release."""
+
+    with_filter: Scores = field(default_factory=Scores)
+    without_filter: Scores = field(default_factory=Scores)
+    wrong_first_with: int = 0
+    wrong_first_without: int = 0
+
+    def lines(self) -> list[str]:
+        n = len(self.with_filter.ranks)
+        return [
+            f"release cases ({n}): with idf_version hit@1 {self.with_filter.hit(1):.2f} "
+            f"hit@5 {self.with_filter.hit(5):.2f}, wrong release first {self.wrong_first_with}/{n}",
+            f"release cases ({n}): without idf_version hit@1 {self.without_filter.hit(1):.2f} "
+            f"hit@5 {self.without_filter.hit(5):.2f}, wrong release first {self.wrong_first_without}/{n}",
+        ]
+
+
+def release_report(engine: SearchEngine, cases: list[Case]) -> ReleaseReport | None:
+    """Score the cases that name a release twice: as asked, and with idf_version dropped."""
+    released = [c for c in cases if c.filters.get("idf_version")]
+    if not released:
+        return None
+    report = ReleaseReport()
+    for case in released:
+        for filters, scores, flag in (
+            (case.filters, report.with_filter, "wrong_first_with"),
+            (
+                {k: v for k, v in case.filters.items() if k != "idf_version"},
+                report.without_filter,
+                "wrong_first_without",
+            ),
+        ):
+            results = engine.search(case.query, k=DEPTH, **filters)["results"]
+            scores.ranks.append(first_answer_rank(results, case))
+            if results and not in_case_release(results[0], case):
+                setattr(report, flag, getattr(report, flag) + 1)
+    return report
 
 
 def evaluate(engine: SearchEngine, cases: list[Case], mode: str) -> dict[str, tuple[Case, int | None]]:
@@ -205,7 +257,9 @@ def failure_class(
 
 def diagnose(engine: SearchEngine, case: Case) -> Diagnosis:
     """Re-run one case retriever by retriever, deeper than the fusion looks."""
-    where = validate_filters(*(case.filters.get(key) for key in FILTER_KEYS)).where()
+    filters = validate_filters(*(case.filters.get(key) for key in ("chip", "doc_type", "revision")))
+    release = engine.release_for(case.filters.get("idf_version"), filters.chip)
+    where = filters.with_release(release).where()
     legs_rows = {
         "vector": engine.retrievers.vector(engine.embedder.embed_query(case.query), where, EXPLAIN_POOL),
         "fts": engine.retrievers.fts(case.query, where, EXPLAIN_POOL),
@@ -308,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: a case's filters are invalid: {exc}", file=sys.stderr)
         return 2
     print(format_table(results))
+    report = release_report(engine, cases)
+    if report:
+        print("\n".join(report.lines()))
     if args.explain:
         print(explain(engine, cases))
     if args.show_misses:

@@ -101,3 +101,25 @@ def test_via_mcp_scores_the_same_cases_through_the_real_server(
     assert main([str(QUERIES), "--db", str(store), "--via-mcp"]) == 0
     out = capsys.readouterr().out
     assert "hybrid: hit@1 0.80 hit@10 0.80 MRR@10 0.80, mcp: hit@1 0.80 hit@10 0.80 MRR@10 0.80" in out
+
+
+def test_release_cases_count_only_passages_of_their_release(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = build_fixture_store(tmp_path_factory.getbasetemp() / "search-store")
+    gold = tmp_path / "release.jsonl"
+    gold.write_text(
+        '{"id": "r1", "category": "release", '
+        '"query": "read a raw ADC1 channel value with the legacy driver", '
+        '"filters": {"chip": "esp32c3", "doc_type": "idf", "idf_version": "5.5"}, '
+        '"must_contain": ["adc1_get_raw"]}\n'
+    )
+    assert main([str(gold), "--db", str(store), "--via-mcp"]) == 0
+    out = capsys.readouterr().out
+    # asked for v5.5 the legacy page answers first; left to the default (v6.1-dev) the migration guide
+    # naming adc1_get_raw comes first, and it is not a v5.5 passage
+    assert "with idf_version hit@1 1.00 hit@5 1.00, wrong release first 0/1" in out
+    assert "without idf_version hit@1 0.00 hit@5 0.00, wrong release first 1/1" in out
+    case = Case("x", "release", "q", {"idf_version": "v5.5"}, ("adc1_get_raw",), ())
+    assert first_answer_rank([{"text": "adc1_get_raw was removed", "releases": ["v6.1-dev"]}], case) is None
+    assert first_answer_rank([{"text": "adc1_get_raw() reads", "releases": ["v5.5"]}], case) == 1
