@@ -74,6 +74,14 @@ def check_rows(rows: list[dict[str, Any]], vectors: np.ndarray, report: Report) 
     report.check(not bad_hash, f"content_hash is sha256(text) on every row ({len(bad_hash)} wrong)")
     unknown = sum(1 for r in rows if r["source_commit"] == UNKNOWN)
     report.check(unknown == 0, f"every row names its source commit ({unknown} unknown)")
+    releaseless = sum(1 for r in rows if r["doc_type"] != "trm" and not r["releases"])
+    report.check(releaseless == 0, f"every ESP-IDF row names its release ({releaseless} do not)")
+    builds: dict[str, set[str]] = {}
+    for row in rows:
+        for series, source in zip(row["releases"], row["release_sources"], strict=False):
+            builds.setdefault(series, set()).add(source)
+    mixed = sorted(series for series, sources in builds.items() if len(sources) > 1)
+    report.check(not mixed, f"one build per ESP-IDF release ({', '.join(mixed) or 'none'} mixed)")
     keys = Counter(row_key(r) for r in rows)
     duplicates = sum(count - 1 for count in keys.values() if count > 1)
     report.check(duplicates == 0, f"row keys {'/'.join(ROW_KEY)} are unique ({duplicates} duplicates)")
@@ -100,6 +108,14 @@ def print_counts(rows: list[dict[str, Any]]) -> None:
         print(f"rows per revision: {', '.join(f'{rev} {n}' for rev, n in sorted(revisions.items()))}")
     versions = Counter((r["doc_type"], r["source_version"]) for r in rows)
     print(f"source versions: {', '.join(f'{d}@{v} ({n})' for (d, v), n in sorted(versions.items()))}")
+    releases = Counter((r["doc_type"], series) for r in rows for series in r["releases"])
+    shared = Counter(r["doc_type"] for r in rows if len(r["releases"]) > 1)
+    if releases:
+        print(
+            "rows per ESP-IDF release: "
+            + ", ".join(f"{d} {s} {n}" for (d, s), n in sorted(releases.items()))
+            + f"; in more than one release: {', '.join(f'{d} {n}' for d, n in sorted(shared.items())) or '0'}"
+        )
 
 
 def print_samples(rows: list[dict[str, Any]], picks: Sequence[int]) -> None:
