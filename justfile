@@ -1,6 +1,7 @@
 # esp32-docs-mcp: every documented command. `just` lists them; each line says what healthy looks like.
-# Corpus locations come from the environment: TRM_PATH (TRM LaTeX), IDF_PATH (ESP-IDF checkout),
-# IDF_XML_PATH (built Sphinx XML, one folder per chip), ESP32_DOCS_DB (store; default ./esp_docs.lancedb).
+# Corpus locations come from the environment: TRM_PATH (TRM LaTeX), IDF_PATH (ESP-IDF checkout; IDF_PATHS
+# for several, one per release), IDF_XML_PATH (built Sphinx XML, one folder per chip), ESP32_DOCS_DB
+# (store; default ./esp_docs.lancedb). sources.yaml pins the commits `just rebuild` builds from.
 
 set positional-arguments
 
@@ -26,6 +27,14 @@ serve:
 # Serve the bundled demo sample (built on first use); healthy: it waits silently for a client.
 demo:
     uv run mcp_server.py --demo
+
+# Fetch or verify the pinned sources (sources.yaml; offline: TRM_PATH, IDF_PATH/IDF_PATHS, --offline); healthy: one line per tree, "N trees verified", exit 0.
+sources *args:
+    uv run sources.py "$@"
+
+# Whole store from the pinned sources, skipping what is up to date (--dry-run: the plan); healthy: a closing table with no failed/blocked stage, exit 0.
+rebuild *args:
+    uv run rebuild.py "$@"
 
 # Parse the TRM LaTeX ($TRM_PATH) into trm_chunks.jsonl; healthy: "387 chapters … ~11,200 chunks … 0 failures", exit 0.
 ingest-trm:
