@@ -169,8 +169,10 @@ def git(*args: str, cwd: Path | None = None) -> str:
     except subprocess.TimeoutExpired as error:
         raise SourcesError(f"`{' '.join(command)}` took over {GIT_TIMEOUT_SECONDS}s") from error
     if done.returncode != 0:
-        complaint = (done.stderr.strip() or done.stdout.strip()).splitlines()
-        raise SourcesError(f"`{' '.join(command)}` failed: {complaint[-1] if complaint else 'no output'}")
+        lines = (done.stderr.strip() or done.stdout.strip()).splitlines()
+        first_error = next((line for line in lines if line.startswith(("fatal:", "error:"))), None)
+        complaint = first_error or (lines[-1] if lines else "no output")
+        raise SourcesError(f"`{' '.join(command)}` failed: {complaint}")
     return done.stdout.rstrip()
 
 
