@@ -102,9 +102,11 @@ def src_chunk_file(chunks: Path, release: str) -> Path:
     return chunks / f"src_chunks_{release}.jsonl"
 
 
-def ingest_idf_argv(xml_dir: Path, chip: str, out: Path) -> list[str]:
-    """Every XML folder rebuild hands over carries a SOURCE.md naming its version and commit."""
-    return [PY, str(REPO / "ingest_sphinx_xml.py"), str(xml_dir), "--chip", chip, "--out-path", str(out)]
+def ingest_idf_argv(xml_dir: Path, chip: str, checkout: Path, out: Path) -> list[str]:
+    """Both provenance sources agree (the XML folder's SOURCE.md, the release checkout, which
+    sources.py verified); the checkout also lets the ingest check the pages' links against it."""
+    argv = [PY, str(REPO / "ingest_sphinx_xml.py"), str(xml_dir), "--chip", chip, "--out-path", str(out)]
+    return [*argv, "--idf-path", str(checkout)]
 
 
 def ingest_src_argv(checkout: Path, out: Path) -> list[str]:
@@ -465,13 +467,20 @@ def pipeline(sources: Sources, settings: Settings) -> tuple[list[Stage], dict[st
     def log(stage: str) -> Path:
         return settings.work / "logs" / f"{stage.replace('/', '-')}.log"
 
-    def command(stage: str, argv: list[str], count: Callable[[], str] = lambda: "") -> Callable[[], Outcome]:
-        return command_stage_action(argv, log(stage), count)
+    def command_stage(
+        name: str, argv: list[str], plan: str, count: Callable[[], str] = lambda: "", **fields: Any
+    ) -> Stage:
+        """A stage that runs one command; the command line (bar the interpreter) is in its key."""
+        params = {**fields.pop("params", {}), "command": " ".join(argv[1:])}
+        return Stage(name, command_stage_action(argv, log(name), count), plan, params=params, **fields)
 
-    def chunk_stage(name: str, argv: list[str], out: Path, plan: str, **key: Any) -> Stage:
+    def chunk_stage(name: str, argv: list[str], out: Path, plan: str, **fields: Any) -> Stage:
         """A stage whose output is one chunk file."""
-        action = command(name, argv, lambda: f"{jsonl_rows(out):,} chunks")
-        return Stage(name, action, plan, outputs={"chunks": lambda: file_digest(out)}, **key)
+
+        def count() -> str:
+            return f"{jsonl_rows(out):,} chunks"
+
+        return command_stage(name, argv, plan, count, outputs={"chunks": lambda: file_digest(out)}, **fields)
 
     idf_parts: list[tuple[str, Path]] = []
     src_parts: list[tuple[str, Path]] = []
@@ -489,7 +498,7 @@ def pipeline(sources: Sources, settings: Settings) -> tuple[list[Stage], dict[st
             out = idf_chunk_file(chunks, name, chip)
             ingest = chunk_stage(
                 f"ingest-idf/{name}/{chip}",
-                ingest_idf_argv(xml_dir, chip, out),
+                ingest_idf_argv(xml_dir, chip, tree.path, out),
                 out,
                 f"ingest {xml_dir}",
                 deps=(docs.name,),
@@ -546,29 +555,23 @@ def pipeline(sources: Sources, settings: Settings) -> tuple[list[Stage], dict[st
         embeds.append((doc_type, out, f"dedup-{doc_type}", first_checkout))
 
     for doc_type, chunk_file, dep, source_repo in embeds:
-        name = f"embed-{doc_type}"
         stages.append(
-            Stage(
-                name,
-                command(
-                    name,
-                    embed_argv(chunk_file, doc_type, source_repo, db),
-                    lambda doc_type=doc_type: f"{len(_store_rows(db, doc_type)):,} rows",
-                ),
+            command_stage(
+                f"embed-{doc_type}",
+                embed_argv(chunk_file, doc_type, source_repo, db),
                 f"embed {chunk_file.name} into {db}",
+                lambda doc_type=doc_type: f"{len(_store_rows(db, doc_type)):,} rows",
                 deps=(dep,),
-                params={"db": db},
                 code=code_closure(REPO / "embed_and_store.py"),
                 outputs={"rows": lambda doc_type=doc_type: store_digest(db, doc_type)},
             )
         )
     stages.append(
-        Stage(
+        command_stage(
             "validate",
-            command("validate", [PY, str(REPO / "validate_store.py"), "--db", db]),
+            [PY, str(REPO / "validate_store.py"), "--db", db],
             f"validate {db}",
             deps=tuple(f"embed-{doc_type}" for doc_type, *_ in embeds),
-            params={"db": db},
             code=code_closure(REPO / "validate_store.py"),
         )
     )
@@ -597,10 +600,10 @@ def eval_stage(settings: Settings, log: Path) -> Stage:
     """Score the dev queries on the new store; the report is kept next to the chunks."""
     report = settings.work / "eval_dev.txt"
 
+    argv = [PY, str(REPO / "eval_retrieval.py"), str(settings.queries), "--db", settings.db]
+
     def evaluate() -> Outcome:
-        done = run_command(
-            [PY, str(REPO / "eval_retrieval.py"), str(settings.queries), "--db", settings.db], log
-        )
+        done = run_command(argv, log)
         if done.returncode != 0:
             raise StageFailed(f"exit {done.returncode}: {failure_line(done)} (log: {log})")
         report.write_text("\n".join(done.stdout) + "\n", encoding="utf-8")
@@ -611,7 +614,7 @@ def eval_stage(settings: Settings, log: Path) -> Stage:
         evaluate,
         f"score {settings.queries.name}",
         deps=("validate",),
-        params={"db": settings.db},
+        params={"command": " ".join(argv[1:])},
         inputs={"queries": lambda: file_digest(settings.queries)},
         code=code_closure(REPO / "eval_retrieval.py"),
         outputs={"report": lambda: file_digest(report)},

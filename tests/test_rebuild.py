@@ -91,6 +91,9 @@ class World:
         staged = relinked_copy(FIXTURES / "idf" / "esp32", root / "staging" / "esp32", self.commit[:11])
         with tarfile.open(self.xml / "esp32.tar.xz", "w:xz") as tar:
             tar.add(staged, arcname="esp32")
+        self.built_pages = relinked_copy(
+            FIXTURES / "idf" / "esp32c3", root / "staging" / "c3", self.commit[:11]
+        )
         self.builder = root / "fake_build_idf_docs.sh"
         self.builder.write_text(FAKE_BUILDER)
         self.work = root / "work"
@@ -122,7 +125,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     for name in ("TRM_PATH", "IDF_PATH", "IDF_PATHS", "IDF_XML_PATH", "ESP32_DOCS_DB"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("EVAL_QUERIES", str(tmp_path / "no-queries.jsonl"))
-    monkeypatch.setenv("FAKE_XML", str(FIXTURES / "idf" / "esp32c3"))
+    monkeypatch.setenv("FAKE_XML", str(made.built_pages))
     monkeypatch.setenv("FAIL_CHIPS", "")
     monkeypatch.setattr(rebuild, "DOCS_BUILDER", made.builder)
     return made
