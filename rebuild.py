@@ -118,8 +118,8 @@ def dedup_argv(inputs: Sequence[Path], out: Path) -> list[str]:
 
 
 def embed_argv(chunks: Path, doc_type: str, source_repo: Path, db: str) -> list[str]:
-    """``source_repo`` only fills rows whose provenance the ingest left unknown; for idf and src it
-    is the first release's checkout, as embed_and_store.py takes one tree."""
+    """``source_repo`` must be one of the builds the rows name; for idf and src any release's
+    checkout is (rebuild passes the first)."""
     return [
         PY,
         str(REPO / "embed_and_store.py"),
