@@ -94,6 +94,7 @@ INDEXES: dict[str, tuple[str, Any]] = {
     "symbol_refs_label": ("symbol_refs", LabelList()),
     "chips_label": ("chips", LabelList()),
     "revisions_label": ("revisions", LabelList()),
+    "releases_label": ("releases", LabelList()),
     "doc_type_bitmap": ("doc_type", Bitmap()),
     "file_path_btree": ("file_path", BTree()),
 }
