@@ -517,10 +517,12 @@ supply_submodules() {
 # Prints the not-checked-out submodules a failed configure log points at: the
 # ones inside the folder of a CMake file that stopped with an error (e.g.
 # components/mqtt/CMakeLists.txt refuses to go on without
-# esp-mqtt/CMakeLists.txt), or holding that file.
+# esp-mqtt/CMakeLists.txt), or holding that file. The log is read as one line:
+# errors from ESP-IDF's nested CMake runs come indented and wrapped.
 needed_submodules_from_log() {
     local file rel dir sub
-    sed -n 's/^CMake Error at \(.*\):[0-9][0-9]* (.*$/\1/p' "$1" | sort -u |
+    tr '\n' ' ' < "$1" | grep -o -E 'CMake Error at [^ ]+:[0-9]+' |
+        sed 's/^CMake Error at //; s/:[0-9]*$//' | sort -u |
         while read -r file; do
             case "$file" in
                 "$IDF_PATH"/*) rel="${file#"$IDF_PATH"/}" ;;
