@@ -615,6 +615,7 @@ mbedtls_stub_targets() {
 # links and configures library targets which the submodule defines.
 write_mbedtls_stub() {
     local file="$IDF_PATH/components/mbedtls/mbedtls/CMakeLists.txt" lib targets
+    inside_empty_submodule components/mbedtls/mbedtls/CMakeLists.txt || return 0
     [ -e "$file" ] && return 0
     targets="$(mbedtls_stub_targets)"
     note "mbedtls placeholder declares the targets: $targets"
