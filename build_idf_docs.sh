@@ -813,9 +813,14 @@ build_phase() {
     echo "${phase:-configuring and running doxygen}"
 }
 
-# Sets IDF_DESCRIBE and IDF_COMMIT, what SOURCE.md says was built.
+# Sets IDF_DESCRIBE and IDF_COMMIT, what SOURCE.md says was built. Git is
+# asked only when IDF_PATH is the top of its own repository (an unpacked tree
+# inside some other repository must not report that one's commit).
 read_idf_source() {
-    if git -C "$IDF_PATH" rev-parse --verify -q HEAD >/dev/null 2>&1; then
+    local top
+    top="$(git -C "$IDF_PATH" rev-parse --show-toplevel 2>/dev/null || true)"
+    if [ -n "$top" ] && [ "$(cd "$top" && pwd)" = "$IDF_PATH" ] &&
+        git -C "$IDF_PATH" rev-parse --verify -q HEAD >/dev/null 2>&1; then
         IDF_COMMIT="$(git -C "$IDF_PATH" rev-parse HEAD)"
         IDF_DESCRIBE="$(git -C "$IDF_PATH" describe 2>/dev/null ||
             git -C "$IDF_PATH" describe --tags --always)"
