@@ -16,8 +16,7 @@ readonly SCRIPT_DIR
 readonly GIB_PER_BUILD_TENTHS=17 # ~1.7 GB peak memory per concurrent chip build
 readonly CROSS_PREFIXES="riscv32-esp-elf xtensa-esp-elf xtensa-esp32-elf xtensa-esp32s2-elf xtensa-esp32s3-elf"
 readonly CROSS_TOOLS="gcc g++ cc c++ cpp gcc-ar gcc-nm gcc-ranlib ar ranlib nm objcopy objdump readelf size strip as ld"
-readonly DOCS_PACKAGES="esp-docs linuxdoc sphinxcontrib-mermaid"
-readonly MBEDTLS_STUB_TARGETS="mbedtls mbedx509 tfpsacrypto builtin everest p256-m extras platform utilities"
+readonly DOCS_EXTRA_PACKAGES="linuxdoc sphinxcontrib-mermaid"
 readonly MAX_STUB_ROUNDS=250
 
 usage() {
@@ -39,13 +38,29 @@ options:
   --stub-missing-submodules  opt-in for a clone without submodules: create
                              empty placeholders inside submodule folders that
                              are empty (never touching tracked files)
+  --submodule PATH=GITDIR    check out the submodule PATH (as in .gitmodules)
+                             at the commit the checkout records for it, as a
+                             `git clone --shared` of the local repository
+                             GITDIR; only into an empty folder; repeatable.
+                             For submodules whose CMakeLists.txt refuses a
+                             placeholder (e.g. components/mqtt/esp-mqtt in 5.x)
+  --esp-docs-version VER     install esp-docs==VER in the docs venv (default:
+                             the newest esp-docs from PyPI)
+  --output-dir DIR           also copy each built chip's XML tree, with its
+                             SOURCE.md, to DIR/<target> (replacing an earlier
+                             copy made by this script)
   --write-standin DIR        only write the cross-compiler stand-in into DIR
                              and exit (for inspection and tests)
+  --print-mbedtls-stub-targets
+                             only print the library targets the mbedtls
+                             placeholder would declare for $IDF_PATH and exit
   -h, --help                 show this help
 
 TARGET is one of the chips listed in $IDF_PATH/docs/conf_common.py idf_targets.
 Success is decided by the page count, not build-docs' exit status (which is
-non-zero whenever a warning is new to ESP-IDF's known-warnings list).
+non-zero whenever a warning is new to ESP-IDF's known-warnings list). Each
+built chip's xml folder gets a SOURCE.md naming the ESP-IDF version
+(git describe), commit and esp-docs version.
 EOF
 }
 
@@ -264,9 +279,9 @@ check_build_tools() {
 }
 
 # Prints the .gitmodules paths that are not checked out: folder absent or
-# empty, or reported uninitialised ('-') by git. Git alone is not enough (a
-# damaged index lists no submodules at all), emptiness alone neither (this
-# script's placeholders make a folder non-empty).
+# empty, or reported uninitialised ('-') by git and not a git checkout of its
+# own. Git alone is not enough (a damaged index lists no submodules at all),
+# emptiness alone neither (this script's placeholders make a folder non-empty).
 empty_submodules() {
     local path uninitialised=""
     [ -f "$IDF_PATH/.gitmodules" ] || return 0
@@ -276,15 +291,16 @@ empty_submodules() {
     fi
     git config -f "$IDF_PATH/.gitmodules" --get-regexp '^submodule\..*\.path$' |
         while read -r _ path; do
-            case "$uninitialised" in
-                *" $path "*)
-                    echo "$path"
-                    continue
-                    ;;
-            esac
             if [ ! -d "$IDF_PATH/$path" ] || [ -z "$(ls -A "$IDF_PATH/$path")" ]; then
                 echo "$path"
+                continue
             fi
+            # a checkout of its own (e.g. from --submodule) is there, even
+            # when the superproject never ran `git submodule init`
+            [ -e "$IDF_PATH/$path/.git" ] && continue
+            case "$uninitialised" in
+                *" $path "*) echo "$path" ;;
+            esac
         done
 }
 
@@ -399,20 +415,217 @@ setup_environment() {
     mkdir -p "$IDF_TOOLS_PATH"
 }
 
+# ------------------------------------------------------------- submodules --
+
+# The commit HEAD of the ESP-IDF checkout records for a submodule PATH
+# (`git ls-tree HEAD PATH`), or nothing when it records none.
+submodule_commit() {
+    git -C "$IDF_PATH" ls-tree HEAD -- "$1" 2>/dev/null |
+        awk -v path="$1" '$2 == "commit" && $4 == path {print $3}'
+}
+
+# The URL .gitmodules gives for a submodule PATH, as written there.
+submodule_url() {
+    local name
+    name="$(git config -f "$IDF_PATH/.gitmodules" --get-regexp '^submodule\..*\.path$' |
+        awk -v path="$1" '$2 == path {print $1}' | head -n 1)"
+    [ -n "$name" ] || return 0
+    git config -f "$IDF_PATH/.gitmodules" --get "${name%.path}.url" || true
+}
+
+# "URL" plus, for a relative one, where it points: ESP-IDF's .gitmodules
+# says its relative URLs are meant against its GitHub repository.
+submodule_origin() {
+    local url
+    url="$(submodule_url "$1")"
+    case "$url" in
+        "") echo "(no url in .gitmodules)" ;;
+        ../../*) echo "$url (https://github.com/${url#../../})" ;;
+        *) echo "$url" ;;
+    esac
+}
+
+# One indented paragraph per submodule PATH: its commit and its origin.
+describe_submodules() {
+    local path commit
+    for path in "$@"; do
+        commit="$(submodule_commit "$path")"
+        echo "  $path at commit ${commit:-unknown (HEAD records no gitlink here)}"
+        echo "    from $(submodule_origin "$path")"
+    done
+}
+
+# Checks every --submodule PATH=GITDIR before anything is written: PATH is a
+# submodule of the checkout whose folder is empty (or already holds exactly the
+# recorded commit), GITDIR is a git repository holding the recorded commit.
+check_submodule_sources() {
+    local spec path gitdir commit valid
+    [ -n "${SUBMODULE_SOURCES// /}" ] || return 0
+    command -v git >/dev/null 2>&1 || die "--submodule needs git on PATH"
+    valid="$(git config -f "$IDF_PATH/.gitmodules" --get-regexp '^submodule\..*\.path$' 2>/dev/null |
+        awk '{print $2}' | tr '\n' ' ')"
+    for spec in $SUBMODULE_SOURCES; do
+        path="${spec%%=*}"
+        gitdir="${spec#*=}"
+        case " $valid " in
+            *" $path "*) ;;
+            *) die_usage "--submodule $spec: '$path' is not a submodule path in $IDF_PATH/.gitmodules; valid paths:
+$(echo "$valid" | tr ' ' '\n' | sed '/^$/d; s/^/  /')" ;;
+        esac
+        commit="$(submodule_commit "$path")"
+        [ -n "$commit" ] || die "--submodule $spec: HEAD of $IDF_PATH records no commit for $path (git ls-tree HEAD $path shows no gitlink)"
+        git -C "$gitdir" rev-parse --git-dir >/dev/null 2>&1 ||
+            die "--submodule $spec: '$gitdir' is not a git repository; give a clone of $(submodule_origin "$path")"
+        if ! git -C "$gitdir" cat-file -e "$commit^{commit}" 2>/dev/null; then
+            die "--submodule $spec: $gitdir does not have commit $commit, which $IDF_PATH ($(git -C "$IDF_PATH" describe --tags --always 2>/dev/null || echo HEAD)) records for $path.
+  Fetch it into that repository from $(submodule_origin "$path"), or give another clone."
+        fi
+        if [ -d "$IDF_PATH/$path" ] && [ -n "$(ls -A "$IDF_PATH/$path")" ]; then
+            if [ "$(git -C "$IDF_PATH/$path" rev-parse --show-toplevel 2>/dev/null)" = "$IDF_PATH/$path" ] &&
+                [ "$(git -C "$IDF_PATH/$path" rev-parse HEAD 2>/dev/null)" = "$commit" ]; then
+                continue # already checked out at the recorded commit: nothing to do
+            fi
+            die "--submodule $spec: $IDF_PATH/$path is not empty and is not a checkout of $commit; it is left alone (empty it or drop this option)"
+        fi
+    done
+}
+
+# Checks out each --submodule at the commit the ESP-IDF checkout records, as a
+# `git clone --shared` of GITDIR (objects borrowed, nothing copied), only into
+# an empty folder. Not recursive: a submodule's own submodules are not fetched.
+supply_submodules() {
+    local spec path gitdir commit dest
+    [ -n "${SUBMODULE_SOURCES// /}" ] || return 0
+    for spec in $SUBMODULE_SOURCES; do
+        path="${spec%%=*}"
+        gitdir="$(cd "${spec#*=}" && pwd)"
+        commit="$(submodule_commit "$path")"
+        dest="$IDF_PATH/$path"
+        if [ -d "$dest" ] && [ -n "$(ls -A "$dest")" ]; then
+            note "$path: already checked out at $commit"
+            continue
+        fi
+        note "$path: checking out $commit from $gitdir"
+        mkdir -p "$dest"
+        git clone -q --shared --no-checkout "$gitdir" "$dest" ||
+            die "$path: git clone --shared $gitdir failed"
+        git -C "$dest" -c advice.detachedHead=false checkout -q --detach "$commit" ||
+            die "$path: checking out $commit in $dest failed"
+    done
+}
+
+# Prints the not-checked-out submodules a failed configure log points at: the
+# ones inside the folder of a CMake file that stopped with an error (e.g.
+# components/mqtt/CMakeLists.txt refuses to go on without
+# esp-mqtt/CMakeLists.txt), or holding that file. The log is read as one line:
+# errors from ESP-IDF's nested CMake runs come indented and wrapped.
+needed_submodules_from_log() {
+    local file rel dir sub
+    tr '\n' ' ' < "$1" | grep -o -E 'CMake Error at [^ ]+:[0-9]+' |
+        sed 's/^CMake Error at //; s/:[0-9]*$//' | sort -u |
+        while read -r file; do
+            case "$file" in
+                "$IDF_PATH"/*) rel="${file#"$IDF_PATH"/}" ;;
+                *) continue ;;
+            esac
+            dir="$(dirname "$rel")"
+            for sub in $EMPTY_SUBMODULES; do
+                case "$sub/" in
+                    "$dir"/*) echo "$sub" ;;
+                esac
+                case "$rel" in
+                    "$sub"/*) echo "$sub" ;;
+                esac
+            done
+        done | sort -u
+}
+
 # ------------------------------------------------------- submodule stubs --
 
+# Prints the library targets the tree's components/mbedtls/CMakeLists.txt
+# expects the mbedtls submodule to define, read from that file itself, so each
+# release gets its own list: mbedtls 4 / tf-psa-crypto (ESP-IDF 6) uses
+# `mbedtls mbedx509 tfpsacrypto builtin everest p256-m extras platform
+# utilities`, mbedtls 3 (ESP-IDF 5.x) `mbedtls mbedcrypto mbedx509 everest
+# p256m`. A name counts when the file lists it in a `mbedtls_*targets`
+# variable or applies a target command to it (get_target_property,
+# set_property(TARGET ...), target_*, set_target_properties, add_dependencies,
+# ALIAS); names with `${`, `::` and targets the file creates itself
+# (add_library, add_custom_target, add_executable) do not.
+scan_mbedtls_targets() {
+    "${PYTHON:-python3}" - "$1" <<'PY'
+import re
+import sys
+
+text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+text = re.sub(r"#\[(=*)\[.*?\]\1\]", " ", text, flags=re.S)  # bracket comments
+text = re.sub(r"#[^\n]*", " ", text)  # line comments
+calls = re.findall(r"\b(\w+)\s*\(((?:[^()]|\([^()]*\))*)\)", text)
+FIRST_ARG = {
+    "target_sources", "target_link_libraries", "target_compile_definitions",
+    "target_compile_options", "target_include_directories", "target_link_options",
+    "target_compile_features", "set_target_properties",
+}
+CREATES = {"add_library", "add_custom_target", "add_executable"}
+used: list[str] = []
+created: set[str] = set()
+for name, raw in calls:
+    name = name.lower()
+    args = raw.split()
+    if not args:
+        continue
+    if name == "set" and re.fullmatch(r"mbedtls_\w*targets", args[0]):
+        used += args[1:]
+    elif name == "list" and len(args) > 2 and args[0] == "APPEND" and re.fullmatch(r"mbedtls_\w*targets", args[1]):
+        used += args[2:]
+    elif name == "get_target_property" and len(args) > 1:
+        used.append(args[1])
+    elif name == "set_property" and args[0] == "TARGET":
+        for arg in args[1:]:
+            if arg in ("APPEND", "APPEND_STRING", "PROPERTY"):
+                break
+            used.append(arg)
+    elif name in FIRST_ARG:
+        used.append(args[0])
+    elif name == "add_dependencies":
+        used += args
+    if name in CREATES:
+        created.add(args[0])
+        if name == "add_library" and len(args) > 2 and args[1] == "ALIAS":
+            used.append(args[2])
+seen: list[str] = []
+for target in used:
+    if "$" in target or "::" in target or target in created or target in seen:
+        continue
+    if re.fullmatch(r"[A-Za-z0-9_.+-]+", target):
+        seen.append(target)
+print(" ".join(seen))
+PY
+}
+
+mbedtls_stub_targets() {
+    local cmakelists="$IDF_PATH/components/mbedtls/CMakeLists.txt" targets
+    [ -f "$cmakelists" ] || die "no $cmakelists: cannot tell which mbedtls targets to declare"
+    targets="$(scan_mbedtls_targets "$cmakelists")" || die "reading the mbedtls targets from $cmakelists failed"
+    [ -n "$targets" ] || die "found no mbedtls library targets in $cmakelists; the placeholder for components/mbedtls/mbedtls cannot be written"
+    echo "$targets"
+}
+
 # Writes the stub mbedtls CMakeLists.txt: components/mbedtls/CMakeLists.txt
-# links and configures these library targets, which the submodule defines.
+# links and configures library targets which the submodule defines.
 write_mbedtls_stub() {
-    local file="$IDF_PATH/components/mbedtls/mbedtls/CMakeLists.txt" lib
+    local file="$IDF_PATH/components/mbedtls/mbedtls/CMakeLists.txt" lib targets
+    inside_empty_submodule components/mbedtls/mbedtls/CMakeLists.txt || return 0
     [ -e "$file" ] && return 0
+    targets="$(mbedtls_stub_targets)"
+    note "mbedtls placeholder declares the targets: $targets"
     {
         echo "# Placeholder written by build_idf_docs.sh --stub-missing-submodules."
         echo "# The real file comes with: git submodule update --init components/mbedtls/mbedtls"
         echo "# Static libraries from one empty source: configured for the docs, never built."
         # shellcheck disable=SC2016 # CMake syntax, written verbatim
         echo 'file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/placeholder.c" "")'
-        for lib in $MBEDTLS_STUB_TARGETS; do
+        for lib in $targets; do
             echo "add_library($lib STATIC \"\${CMAKE_CURRENT_BINARY_DIR}/placeholder.c\")"
         done
         echo "function(set_config_files_compile_definitions)"
@@ -527,6 +740,18 @@ stub_submodules_for_target() {
 $(missing_paths_from_log "$log")
 EOF
         if [ "$created" = 0 ]; then
+            local needed
+            needed="$(needed_submodules_from_log "$log" | tr '\n' ' ')"
+            if [ -n "${needed// /}" ]; then
+                # shellcheck disable=SC2086 # one argument per submodule path
+                die "$target: CMake configure stops in a component that needs the real contents
+of a submodule (an empty placeholder does not satisfy its CMakeLists.txt):
+$(describe_submodules $needed)
+Supply each from a local clone of that repository (it must hold the commit):
+$(for sub in $needed; do echo "  --submodule $sub=/path/to/clone"; done)
+or, with network: git -C \"$IDF_PATH\" submodule update --init <path>
+See $log"
+            fi
             die "$target: CMake configure of the dummy project fails for a reason placeholders cannot fix; see $log"
         fi
         note "$target: configure round $round: created $created placeholder(s)"
@@ -588,6 +813,75 @@ build_phase() {
     echo "${phase:-configuring and running doxygen}"
 }
 
+# Sets IDF_DESCRIBE and IDF_COMMIT, what SOURCE.md says was built. Git is
+# asked only when IDF_PATH is the top of its own repository (an unpacked tree
+# inside some other repository must not report that one's commit).
+read_idf_source() {
+    local top
+    top="$(git -C "$IDF_PATH" rev-parse --show-toplevel 2>/dev/null || true)"
+    if [ -n "$top" ] && [ "$(cd "$top" && pwd)" = "$IDF_PATH" ] &&
+        git -C "$IDF_PATH" rev-parse --verify -q HEAD >/dev/null 2>&1; then
+        IDF_COMMIT="$(git -C "$IDF_PATH" rev-parse HEAD)"
+        IDF_DESCRIBE="$(git -C "$IDF_PATH" describe 2>/dev/null ||
+            git -C "$IDF_PATH" describe --tags --always)"
+    else
+        local header="$IDF_PATH/components/esp_common/include/esp_idf_version.h" patch
+        patch="$(sed -n 's/^#define ESP_IDF_VERSION_PATCH *\([0-9][0-9]*\).*/\1/p' "$header")"
+        IDF_DESCRIBE="v$(idf_version).${patch:-0} (from esp_idf_version.h; not a git checkout)"
+        IDF_COMMIT="unknown (not a git checkout)"
+    fi
+}
+
+# Writes DIR/SOURCE.md for a chip's build, in the layout of the corpus
+# builds (`- Version:` and `- Commit:` lines, which the ingest reads).
+write_source_md() {
+    local target="$1" dir="$2" esp_docs spec supplied=""
+    esp_docs="$("$WORK_DIR/venv/bin/python" -c \
+        'from importlib.metadata import version; print(version("esp-docs"))' 2>/dev/null || echo unknown)"
+    for spec in $SUBMODULE_SOURCES; do
+        supplied="$supplied, ${spec%%=*} at $(submodule_commit "${spec%%=*}")"
+    done
+    {
+        echo "# ESP-IDF documentation build (data)"
+        echo
+        echo "The ESP-IDF documentation for $target, built to docutils XML with esp-docs"
+        echo "(\`build-docs -t $target -l en --builders xml build\`), English."
+        echo
+        echo "- Upstream: github.com/espressif/esp-idf"
+        echo "- Version: $IDF_DESCRIBE"
+        echo "- Commit: $IDF_COMMIT"
+        echo "- esp-docs: $esp_docs"
+        if [ -n "$supplied" ]; then
+            echo "- Submodules checked out: ${supplied#, }"
+        fi
+        if [ -s "${STUB_LOG:-/nonexistent}" ]; then
+            echo "- Submodule placeholders: $(wc -l < "$STUB_LOG" | tr -d ' ') empty paths (--stub-missing-submodules)"
+        fi
+        echo "- Built by: build_idf_docs.sh on $(date -u +%Y-%m-%d)"
+        echo "- Licence: Apache-2.0"
+    } > "$dir/SOURCE.md"
+}
+
+# Copies a chip's XML tree to OUTPUT_DIR/<target>. An existing copy is replaced
+# only when it carries a SOURCE.md (made by this script); anything else there
+# is left alone and the chip counts as failed.
+copy_output() {
+    local target="$1" src="$2" dest="$OUTPUT_DIR/$1"
+    if [ -e "$dest" ] && [ ! -f "$dest/SOURCE.md" ] && [ -n "$(ls -A "$dest" 2>/dev/null)" ]; then
+        echo "$target: not copied: $dest exists without a SOURCE.md (not an earlier output of this script)"
+        return 1
+    fi
+    mkdir -p "$OUTPUT_DIR"
+    rm -rf "$dest.partial"
+    cp -R "$src" "$dest.partial" || {
+        echo "$target: copying $src to $dest failed"
+        return 1
+    }
+    rm -rf "$dest"
+    mv "$dest.partial" "$dest"
+    echo "$target: copied to $dest"
+}
+
 # Runs the chip builds, at most JOBS at once, and prints a status line per
 # chip; polls (no `wait -n`) to stay bash-3.2 compatible.
 run_builds() {
@@ -627,6 +921,10 @@ run_builds() {
             local minutes=$((($(date +%s) - start_time) / 60))
             if [ "$pages" -ge "$MIN_PAGES" ]; then
                 echo "$target: $pages pages written in ${minutes} min (build-docs exit $status) -> $IDF_PATH/docs/_build/en/$target/xml"
+                write_source_md "$target" "$IDF_PATH/docs/_build/en/$target/xml"
+                if [ -n "$OUTPUT_DIR" ] && ! copy_output "$target" "$IDF_PATH/docs/_build/en/$target/xml"; then
+                    failures=$((failures + 1))
+                fi
             else
                 echo "$target: FAILED, $pages pages written (minimum $MIN_PAGES, build-docs exit $status); see $WORK_DIR/logs/$target.log"
                 failures=$((failures + 1))
@@ -654,6 +952,10 @@ JOBS=""
 WORK_DIR="$SCRIPT_DIR/build/idf-docs"
 MIN_PAGES=250
 STUB_SUBMODULES=0
+SUBMODULE_SOURCES=""
+ESP_DOCS_VERSION=""
+OUTPUT_DIR=""
+PRINT_MBEDTLS_TARGETS=0
 TARGETS=""
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -684,6 +986,32 @@ while [ $# -gt 0 ]; do
             STUB_SUBMODULES=1
             shift
             ;;
+        --submodule)
+            [ $# -ge 2 ] || die_usage "--submodule needs PATH=GITDIR"
+            case "$2" in
+                ?*=?*) ;;
+                *) die_usage "--submodule wants PATH=GITDIR (e.g. components/mqtt/esp-mqtt=/src/esp-mqtt), got '$2'" ;;
+            esac
+            case "$2" in
+                *" "* | *"	"*) die_usage "--submodule: paths with spaces are not supported, got '$2'" ;;
+            esac
+            SUBMODULE_SOURCES="$SUBMODULE_SOURCES $2"
+            shift 2
+            ;;
+        --esp-docs-version)
+            [ $# -ge 2 ] || die_usage "--esp-docs-version needs a version"
+            ESP_DOCS_VERSION="$2"
+            shift 2
+            ;;
+        --output-dir)
+            [ $# -ge 2 ] || die_usage "--output-dir needs a folder"
+            OUTPUT_DIR="$2"
+            shift 2
+            ;;
+        --print-mbedtls-stub-targets)
+            PRINT_MBEDTLS_TARGETS=1
+            shift
+            ;;
         --write-standin)
             [ $# -ge 2 ] || die_usage "--write-standin needs a folder"
             write_standin "$2"
@@ -705,7 +1033,14 @@ esac
 case "$MIN_PAGES" in
     "" | *[!0-9]*) die_usage "--min-pages wants a non-negative integer, got '$MIN_PAGES'" ;;
 esac
-[ -n "${TARGETS// /}" ] || die_usage "no TARGET given (e.g. esp32c3)"
+case "$ESP_DOCS_VERSION" in
+    "") DOCS_PACKAGES="esp-docs $DOCS_EXTRA_PACKAGES" ;;
+    [0-9]*[!0-9A-Za-z.+]* | [!0-9]*) die_usage "--esp-docs-version wants a version such as 1.10.2, got '$ESP_DOCS_VERSION'" ;;
+    *) DOCS_PACKAGES="esp-docs==$ESP_DOCS_VERSION $DOCS_EXTRA_PACKAGES" ;;
+esac
+if [ "$PRINT_MBEDTLS_TARGETS" = 0 ]; then
+    [ -n "${TARGETS// /}" ] || die_usage "no TARGET given (e.g. esp32c3)"
+fi
 
 [ -n "${IDF_PATH:-}" ] || die_usage "IDF_PATH is not set: point it at an ESP-IDF checkout, e.g.
   IDF_PATH=\$HOME/esp/esp-idf $0 esp32c3"
@@ -714,6 +1049,11 @@ IDF_PATH="$(cd "$IDF_PATH" && pwd)"
 for required in tools/idf.py docs/conf_common.py tools/requirements/requirements.core.txt; do
     [ -f "$IDF_PATH/$required" ] || die_usage "IDF_PATH=$IDF_PATH is not an ESP-IDF checkout (no $required)"
 done
+
+if [ "$PRINT_MBEDTLS_TARGETS" = 1 ]; then
+    mbedtls_stub_targets
+    exit 0
+fi
 
 VALID_TARGETS="$(idf_doc_targets)"
 [ -n "${VALID_TARGETS// /}" ] || die "cannot read idf_targets from $IDF_PATH/docs/conf_common.py"
@@ -731,6 +1071,8 @@ for target in $TARGETS; do
 done
 TARGETS="$UNIQUE"
 
+check_submodule_sources
+supply_submodules
 require_submodules_or_opt_in
 check_build_tools
 mkdir -p "$WORK_DIR/logs"
@@ -740,9 +1082,15 @@ STANDIN_DIR="$WORK_DIR/standin"
 USER_IDF_TOOLS_PATH="${IDF_TOOLS_PATH:-}"
 [ -n "$JOBS" ] || JOBS="$(default_jobs)"
 
+if [ -n "$OUTPUT_DIR" ]; then
+    mkdir -p "$OUTPUT_DIR"
+    OUTPUT_DIR="$(cd "$OUTPUT_DIR" && pwd)"
+fi
+read_idf_source
+
 drop_caller_virtualenv
 ensure_venv
 setup_environment
 stub_missing_submodules
-note "building:$TARGETS ($JOBS at a time, ESP-IDF $ESP_IDF_VERSION at $IDF_PATH)"
+note "building:$TARGETS ($JOBS at a time, ESP-IDF $IDF_DESCRIBE at $IDF_PATH)"
 run_builds

@@ -433,3 +433,316 @@ def test_an_installed_espressif_toolchain_replaces_the_standin(fake_idf: Path, t
     assert f"esp32c3: using the real cross compiler {real_gcc}" in result.stderr
     assert "stand-in" not in result.stderr
     assert (tmp_path / "dumps" / "compiler-esp32c3.txt").read_text().strip() == str(real_gcc)
+
+
+# ------------------------------------------------------------ release tags --
+#
+# Building a release (e.g. v5.5.5) differs from master: some submodules must be
+# real checkouts and the mbedtls placeholder must declare that release's
+# library names. The fixtures below are small stand-ins written for these
+# tests, not copies of ESP-IDF files.
+
+needs_git = pytest.mark.skipif(
+    shutil.which("git") is None, reason="git not installed (Debian: apt-get install git)"
+)
+
+MQTT_PATH = "components/mqtt/esp-mqtt"
+MQTT_URL = "../../espressif/esp-mqtt.git"
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def make_source_repo(path: Path, versions: int = 2) -> list[str]:
+    """A tiny stand-in for a submodule's own repository; returns its commits, oldest first."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q")
+    commits = []
+    for number in range(1, versions + 1):
+        (path / "CMakeLists.txt").write_text(f"# version {number}\n")
+        git(path, "add", "CMakeLists.txt")
+        git(path, "commit", "-q", "-m", f"version {number}")
+        commits.append(git(path, "rev-parse", "HEAD"))
+    return commits
+
+
+def record_submodule(idf: Path, commit: str) -> None:
+    """Make the fake tree a git checkout whose HEAD records MQTT_PATH at COMMIT."""
+    (idf / ".gitmodules").write_text(f'[submodule "{MQTT_PATH}"]\n\tpath = {MQTT_PATH}\n\turl = {MQTT_URL}\n')
+    git(idf, "init", "-q")
+    git(idf, "add", "-A")
+    git(idf, "update-index", "--add", "--cacheinfo", f"160000,{commit},{MQTT_PATH}")
+    git(idf, "commit", "-q", "-m", "fake release")
+    git(idf, "tag", "-a", "v9.9.9", "-m", "fake release tag")
+    (idf / MQTT_PATH).mkdir(parents=True, exist_ok=True)
+
+
+@needs_git
+def test_submodule_option_rejects_a_clone_without_the_recorded_commit(fake_idf: Path, tmp_path: Path) -> None:
+    make_source_repo(tmp_path / "esp-mqtt")
+    recorded = "0123456789abcdef0123456789abcdef01234567"  # in no repository
+    record_submodule(fake_idf, recorded)
+    result = run_script(
+        "--submodule",
+        f"{MQTT_PATH}={tmp_path / 'esp-mqtt'}",
+        "esp32c3",
+        env_updates={"IDF_PATH": str(fake_idf)},
+    )
+    assert result.returncode == 1
+    assert f"does not have commit {recorded}" in result.stderr
+    assert f"records for {MQTT_PATH}" in result.stderr
+    assert MQTT_URL in result.stderr
+    assert "https://github.com/espressif/esp-mqtt.git" in result.stderr
+    assert list((fake_idf / MQTT_PATH).iterdir()) == []
+
+
+@needs_git
+def test_submodule_option_names_the_valid_paths(fake_idf: Path, tmp_path: Path) -> None:
+    make_source_repo(tmp_path / "esp-mqtt")
+    record_submodule(fake_idf, "0123456789abcdef0123456789abcdef01234567")
+    result = run_script(
+        "--submodule",
+        f"components/mqtt/mqtt={tmp_path / 'esp-mqtt'}",
+        "esp32c3",
+        env_updates={"IDF_PATH": str(fake_idf)},
+    )
+    assert result.returncode == 2
+    assert "'components/mqtt/mqtt' is not a submodule path" in result.stderr
+    assert f"  {MQTT_PATH}" in result.stderr
+
+
+@pytest.mark.parametrize("spec", ["components/mqtt/esp-mqtt", "=/src/esp-mqtt", "components/mqtt/esp-mqtt="])
+def test_submodule_option_wants_path_equals_gitdir(spec: str) -> None:
+    result = run_script("--submodule", spec, "esp32c3")
+    assert result.returncode == 2
+    assert "--submodule wants PATH=GITDIR" in result.stderr
+
+
+@needs_git
+def test_submodule_option_leaves_a_folder_with_content_alone(fake_idf: Path, tmp_path: Path) -> None:
+    commits = make_source_repo(tmp_path / "esp-mqtt")
+    record_submodule(fake_idf, commits[0])
+    (fake_idf / MQTT_PATH / "notes.txt").write_text("someone's file\n")
+    result = run_script(
+        "--submodule",
+        f"{MQTT_PATH}={tmp_path / 'esp-mqtt'}",
+        "esp32c3",
+        env_updates={"IDF_PATH": str(fake_idf)},
+    )
+    assert result.returncode == 1
+    assert "is not empty and is not a checkout of" in result.stderr
+    assert sorted(p.name for p in (fake_idf / MQTT_PATH).iterdir()) == ["notes.txt"]
+
+
+@needs_git
+@needs_build_tools
+def test_submodule_option_checks_out_the_recorded_commit_and_source_md_names_the_release(
+    fake_idf: Path, tmp_path: Path
+) -> None:
+    commits = make_source_repo(tmp_path / "esp-mqtt")
+    record_submodule(fake_idf, commits[0])  # the older one: HEAD of the clone would be wrong
+    idf_commit = git(fake_idf, "rev-parse", "HEAD")
+    output = tmp_path / "out"
+    result = run_fake_build(
+        fake_idf,
+        tmp_path,
+        2,
+        "--min-pages",
+        "1",
+        "--submodule",
+        f"{MQTT_PATH}={tmp_path / 'esp-mqtt'}",
+        "--output-dir",
+        str(output),
+        "esp32c3",
+    )
+    assert result.returncode == 0, result.stderr
+    checkout = fake_idf / MQTT_PATH
+    assert git(checkout, "rev-parse", "HEAD") == commits[0]
+    assert (checkout / "CMakeLists.txt").read_text() == "# version 1\n"
+    assert git(fake_idf, "status", "--porcelain", "--untracked-files=no") == ""
+
+    source_md = (fake_idf / "docs" / "_build" / "en" / "esp32c3" / "xml" / "SOURCE.md").read_text()
+    lines = source_md.splitlines()
+    assert "- Version: v9.9.9" in lines
+    assert f"- Commit: {idf_commit}" in lines
+    assert f"- Submodules checked out: {MQTT_PATH} at {commits[0]}" in lines
+    copied = output / "esp32c3"
+    assert (copied / "SOURCE.md").read_text() == source_md
+    assert len(list((copied / "api-reference").glob("page*.xml"))) == 2
+    assert f"esp32c3: copied to {copied}" in result.stdout
+
+
+@needs_build_tools
+def test_output_dir_is_not_overwritten_when_it_holds_something_else(fake_idf: Path, tmp_path: Path) -> None:
+    output = tmp_path / "out"
+    (output / "esp32c3").mkdir(parents=True)
+    (output / "esp32c3" / "keep.txt").write_text("not a build\n")
+    result = run_fake_build(fake_idf, tmp_path, 2, "--min-pages", "1", "--output-dir", str(output), "esp32c3")
+    assert result.returncode == 1
+    assert "exists without a SOURCE.md" in result.stdout
+    assert sorted(p.name for p in (output / "esp32c3").iterdir()) == ["keep.txt"]
+    # the build's own copy still says what was built; no git here, so the header
+    source_md = fake_idf / "docs" / "_build" / "en" / "esp32c3" / "xml" / "SOURCE.md"
+    lines = source_md.read_text().splitlines()
+    assert "- Version: v6.2.0 (from esp_idf_version.h; not a git checkout)" in lines
+    assert "- Commit: unknown (not a git checkout)" in lines
+
+
+FAKE_DOCS_PYTHON = """#!/usr/bin/env bash
+# Stands in for the docs venv's python: the esp-docs project path, a CMake
+# configure that fails as ESP-IDF's does, and real Python for the script's
+# own helpers.
+case "${1:-}" in
+    -c) echo "$FAKE_PROJECT"; exit 0 ;;
+    */tools/idf.py) cat "$FAKE_CONFIGURE_LOG"; exit 1 ;;
+esac
+exec python3 "$@"
+"""
+
+
+@needs_git
+@needs_build_tools
+def test_a_configure_that_needs_a_real_submodule_names_its_path_commit_and_origin(
+    fake_idf: Path, tmp_path: Path
+) -> None:
+    recorded = "89abcdef0123456789abcdef0123456789abcdef"
+    record_submodule(fake_idf, recorded)
+    (fake_idf / "components" / "mqtt" / "CMakeLists.txt").write_text("# refuses an empty esp-mqtt\n")
+    # ESP-IDF reports errors of its nested CMake run indented and wrapped
+    log = tmp_path / "configure.log"
+    log.write_text(
+        f"-- Building ESP-IDF components for target esp32c3\n"
+        f"CMake Error at {fake_idf}/tools/cmake/component.cmake:231 (message):\n"
+        f"  CMake Error at {fake_idf}/components/mqtt/CMakeLists.txt:3\n"
+        f"  (message):\n\n"
+        f"    Missing esp-mqtt submodule.\n"
+        f"-- Configuring incomplete, errors occurred!\n"
+    )
+    work_dir = tmp_path / "work"
+    make_fake_docs_venv(work_dir, fake_idf)
+    python = work_dir / "venv" / "bin" / "python"
+    python.write_text(FAKE_DOCS_PYTHON)
+    python.chmod(0o755)
+    result = run_fake_build(
+        fake_idf,
+        tmp_path,
+        1,
+        "--stub-missing-submodules",
+        "esp32c3",
+        FAKE_PROJECT=str(tmp_path / "project"),
+        FAKE_CONFIGURE_LOG=str(log),
+    )
+    assert result.returncode == 1
+    assert f"{MQTT_PATH} at commit {recorded}" in result.stderr
+    assert f"from {MQTT_URL} (https://github.com/espressif/esp-mqtt.git)" in result.stderr
+    assert f"--submodule {MQTT_PATH}=/path/to/clone" in result.stderr
+    assert "placeholders cannot fix" not in result.stderr
+    assert list((fake_idf / MQTT_PATH).iterdir()) == []
+
+
+# mbedtls 3 (ESP-IDF 5.x) and mbedtls 4 / tf-psa-crypto (ESP-IDF 6) name their
+# libraries differently; the excerpts use the constructs each release's
+# components/mbedtls/CMakeLists.txt uses to refer to them.
+MBEDTLS_3_CMAKELISTS = """\
+add_custom_target(custom_bundle DEPENDS ${cert_bundle})
+add_subdirectory(mbedtls)
+get_target_property(src_tls mbedtls SOURCES)
+set_property(TARGET mbedtls PROPERTY SOURCES ${src_tls})
+# Core libraries from the mbedTLS project
+set(mbedtls_targets mbedtls mbedcrypto mbedx509)
+list(APPEND mbedtls_targets everest p256m)
+target_sources(mbedtls PRIVATE ${mbedtls_target_sources})
+target_link_libraries(mbedcrypto PRIVATE idf::esp_security)
+foreach(target ${mbedtls_targets})
+    target_compile_definitions(${target} PUBLIC -DMBEDTLS_CONFIG_FILE="mbedtls/esp_config.h")
+endforeach()
+set_property(TARGET mbedcrypto APPEND PROPERTY LINK_INTERFACE_LIBRARIES mbedtls)
+target_link_libraries(${COMPONENT_LIB} ${linkage_type} ${mbedtls_targets})
+"""
+
+MBEDTLS_4_CMAKELISTS = """\
+add_subdirectory(mbedtls)
+get_target_property(src_tls mbedtls SOURCES)
+# set_property(TARGET mbedcrypto PROPERTY SOURCES ${src_crypto})
+get_target_property(src_builtin builtin SOURCES)
+set(mbedtls_compile_targets mbedtls mbedx509 tfpsacrypto builtin
+                    everest p256-m extras platform utilities)
+set(mbedtls_link_targets mbedtls mbedx509 tfpsacrypto)
+add_library(mbed-builtin ALIAS builtin)
+target_include_directories(tfpsacrypto PUBLIC "port/include")
+foreach(target ${mbedtls_compile_targets})
+    if(NOT TARGET ${target})
+        continue()
+    endif()
+    set_config_files_compile_definitions(${target})
+endforeach()
+add_dependencies(tfpsacrypto builtin everest p256-m extras platform utilities)
+"""
+
+
+@pytest.mark.parametrize(
+    "cmakelists, expected",
+    [
+        (MBEDTLS_3_CMAKELISTS, {"mbedtls", "mbedcrypto", "mbedx509", "everest", "p256m"}),
+        (
+            MBEDTLS_4_CMAKELISTS,
+            {
+                "mbedtls",
+                "mbedx509",
+                "tfpsacrypto",
+                "builtin",
+                "everest",
+                "p256-m",
+                "extras",
+                "platform",
+                "utilities",
+            },
+        ),
+    ],
+    ids=["mbedtls3-idf5", "mbedtls4-idf6"],
+)
+def test_mbedtls_placeholder_targets_come_from_the_trees_own_cmakelists(
+    fake_idf: Path, cmakelists: str, expected: set[str]
+) -> None:
+    component = fake_idf / "components" / "mbedtls"
+    component.mkdir(parents=True)
+    (component / "CMakeLists.txt").write_text(cmakelists)
+    result = run_script("--print-mbedtls-stub-targets", env_updates={"IDF_PATH": str(fake_idf)})
+    assert result.returncode == 0, result.stderr
+    assert set(result.stdout.split()) == expected
+
+
+def test_mbedtls_cmakelists_without_targets_is_a_clear_error(fake_idf: Path) -> None:
+    component = fake_idf / "components" / "mbedtls"
+    component.mkdir(parents=True)
+    (component / "CMakeLists.txt").write_text("idf_component_register(SRCS x.c)\n")
+    result = run_script("--print-mbedtls-stub-targets", env_updates={"IDF_PATH": str(fake_idf)})
+    assert result.returncode == 1
+    assert "found no mbedtls library targets in" in result.stderr
+
+
+def test_esp_docs_version_must_look_like_a_version() -> None:
+    result = run_script("--esp-docs-version", "latest", "esp32c3")
+    assert result.returncode == 2
+    assert "--esp-docs-version wants a version" in result.stderr
+
+
+@needs_git
+@needs_build_tools
+def test_source_md_does_not_take_the_commit_of_an_enclosing_repository(
+    fake_idf: Path, tmp_path: Path
+) -> None:
+    """An unpacked ESP-IDF tree that happens to sit inside another git repository."""
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "commit", "-q", "--allow-empty", "-m", "unrelated project")
+    result = run_fake_build(fake_idf, tmp_path, 1, "--min-pages", "1", "esp32c3")
+    assert result.returncode == 0, result.stderr
+    source_md = fake_idf / "docs" / "_build" / "en" / "esp32c3" / "xml" / "SOURCE.md"
+    assert "- Commit: unknown (not a git checkout)" in source_md.read_text().splitlines()
