@@ -39,7 +39,7 @@ import embed_and_store
 import http_security
 import project_scope
 import registers
-from chip_vocab import chip_ids
+from chip_vocab import chip_ids, normalize_chip
 from embed_and_store import resolve_db_uri
 from embedder import get_embedder, user_cache_dir
 from project_scope import Applied, ScopeResolver
@@ -294,6 +294,7 @@ def create_server(
             str | None,
             Field(description="with an offset address: the register name prefix, e.g. UART or LEDC"),
         ] = None,
+        idf_version: IdfVersionArg = None,
         project_dir: ProjectDirArg = None,
     ) -> dict[str, Any]:
         """Exact facts about one hardware register as JSON, merged from the Technical Reference Manual
@@ -314,8 +315,10 @@ def create_server(
                 )
             # registers caches each chip's parsed index per table version: the first call for a chip
             # pays for it (0.1-0.8 s on the full store), later calls answer in milliseconds
+            # the headers of one ESP-IDF release answer (its SoC headers change between releases)
+            release = engine.release_for(idf_version, normalize_chip(applied.chip), applied.release)
             try:
-                return registers.lookup_register(
+                answer = registers.lookup_register(
                     engine.table,
                     applied.chip,
                     name=name,
@@ -323,9 +326,11 @@ def create_server(
                     revision=applied.revision,
                     compare_with=compare_with,
                     peripheral=peripheral,
+                    release=release.series,
                 )
             except ValueError as error:  # registers' messages name the valid values
                 raise ToolError(str(error)) from error
+            return {**answer, "release": release.envelope}
 
         return scoped(project_dir, chip, revision, lookup)
 

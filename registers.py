@@ -444,9 +444,10 @@ def _in_revision(row: dict[str, Any], revision: str | None) -> bool:
     return revision is None or not row["revisions"] or revision in row["revisions"]
 
 
-def chip_index(table: Any, chip: str, revision: str | None) -> ChipIndex:
-    """Parse the chip's TRM registers and header macros once per (table version, chip, revision)."""
-    key = (id(table), table.version, chip, revision)
+def chip_index(table: Any, chip: str, revision: str | None, release: str | None = None) -> ChipIndex:
+    """Parse the chip's TRM registers and header macros once per (table version, chip, revision,
+    ESP-IDF release): the headers of one release, the manual of every release."""
+    key = (id(table), table.version, chip, revision, release)
     if key in _INDEX_CACHE:
         return _INDEX_CACHE[key][1]
     index = ChipIndex(chip, revision)
@@ -467,8 +468,8 @@ def chip_index(table: Any, chip: str, revision: str | None) -> ChipIndex:
         f"doc_type = 'src' AND array_has(chips, {_quote(chip)}) AND "
         "(source_doc LIKE '%\\_reg.h' ESCAPE '\\' OR source_doc IN ('soc.h', 'reg_base.h'))"
     )
-    for row in _rows(table, src_where, [*columns, "symbol_refs"]):
-        if _in_revision(row, revision):
+    for row in _rows(table, src_where, [*columns, "symbol_refs", "releases"]):
+        if _in_revision(row, revision) and (release is None or release in row["releases"]):
             _collect_macros(row, index)
     if len(_INDEX_CACHE) > 64:
         _INDEX_CACHE.clear()
@@ -1214,14 +1215,16 @@ def lookup_register(
     revision: str | None = None,
     compare_with: str | None = None,
     peripheral: str | None = None,
+    release: str | None = None,
 ) -> dict[str, Any]:
     """One register as JSON-ready data, by name or by address, optionally diffed against another
-    chip or ESP32-P4 revision. Raises ValueError with the valid choices for any bad input."""
+    chip or ESP32-P4 revision. ``release`` (a series the store holds, already validated) picks the
+    ESP-IDF release whose headers answer. Raises ValueError with the valid choices for any bad input."""
     chip_id = validate_chip(chip)
     rev = _resolve_revision(chip_id, revision)
     if (name is None) == (address is None):
         raise ValueError("give exactly one of name (e.g. UART_CLKDIV_REG) or address (e.g. 0x60000014)")
-    index = chip_index(table, chip_id, rev)
+    index = chip_index(table, chip_id, rev, release)
     if not index.trm and not index.macros:
         raise ValueError(f"the store has no TRM registers or SoC headers for {chip_id}")
     if address is not None:
@@ -1264,7 +1267,7 @@ def lookup_register(
     answer = {"chip": chip_id, "revision": rev, "revision_scope": _revision_scope(chip_id, rev), **answer}
     if compare_with is not None:
         other_chip, other_rev = _compare_target(chip_id, rev, compare_with)
-        other_index = chip_index(table, other_chip, other_rev)
+        other_index = chip_index(table, other_chip, other_rev, release)
         label = other_chip + (f" {other_rev}" if other_rev else "")
         try:
             other = _describe_register(other_index, answer["name"])

@@ -309,6 +309,15 @@ def test_idf_version_picks_the_release_over_mcp(call: Call) -> None:
     assert found["by_release"] == {"v6.1-dev": 0, "v5.5": 1} and found["migration_guides"]
     listing = call("esp32_docs_list_chips", {}).structured_content
     assert [r["idf_version"] for r in listing["idf_releases"]] == ["v6.1-dev", "v5.5"]
+    # the register tool reads one release's headers: the fixture's headers are v6.1-dev only
+    card = call("esp32_docs_register", {"chip": "esp32c3", "name": "UART_CLKDIV_REG"}).structured_content
+    assert card["release"]["answered_from"]["idf_version"] == "v6.1-dev" and card["header_defines"]
+    old = call(
+        "esp32_docs_register", {"chip": "esp32c3", "name": "UART_CLKDIV_REG", "idf_version": "5.5"}
+    ).structured_content
+    assert old["release"]["answered_from"]["idf_version"] == "v5.5" and not old["header_defines"]
+    bad = call("esp32_docs_register", {"chip": "esp32c3", "name": "UART_CLKDIV_REG", "idf_version": "x;"})
+    assert "idf_version must be a release like 5.5" in error_text(bad)
 
 
 def test_without_a_store_every_tool_says_how_to_get_one(tmp_path: Path) -> None:
