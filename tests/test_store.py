@@ -587,6 +587,8 @@ def test_long_idf_chunk_is_found_by_a_late_window_and_old_stores_migrate(
         file_path="api-reference/system/sleep_modes",
         chunk_index=0,
         symbol_refs=["RTC_DATA_ATTR"],
+        releases=["v6.1-dev"],
+        release_sources=[f"v6.1-dev@{IDF_COMMIT}"],
         source_version="v6.1-dev",
         source_commit=IDF_COMMIT,
     )
