@@ -172,8 +172,10 @@ class ReleaseIndex:
                 f"the store holds no ESP-IDF {series} docs or headers; it holds: {self.describe()}"
             )
         held = self.held[series]
-        asked = text if text.startswith("v") else f"v{text}"
-        if RELEASE.match(asked) and RELEASE.match(asked).group(3) and asked != held.version:
+        asked = _strip_branch(text)
+        asked = asked if asked.startswith("v") else f"v{asked}"
+        patch = RELEASE.match(asked)
+        if patch and patch.group(3) and asked != held.version:
             return series, f"{asked} asked; the store holds {held.version} for series {series}"
         return series, None
 
