@@ -37,10 +37,40 @@ class Coverage:
     resolved: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)  # (register[instance], why)
     not_memory_mapped: list[str] = field(default_factory=list)  # analog-I2C ids such as I2C_DIG_REG
+    resolved_by: Counter[str] = field(default_factory=Counter)  # where the base of an answer came from
+
+    def failure_kinds(self) -> Counter[str]:
+        """The failures by cause, as the lookup words it."""
+        return Counter(failure_kind(why) for _, why in self.failures)
 
     @property
     def share(self) -> float:
         return self.resolved / self.checked if self.checked else 1.0
+
+
+FAILURE_KINDS = (
+    ("has no fixed address", "chosen at run time"),
+    ("the sources disagree", "sources disagree"),
+    ("does not PROVIDE", "instance not in the linker script"),
+    ("declares no instance", "base defined nowhere"),
+    ("declares an instance", "base defined nowhere"),
+    ("without arguments", "function-like base used bare"),
+    ("which no", "base defined nowhere"),
+)
+
+
+def failure_kind(why: str) -> str:
+    """A failure's class: an address chosen at run time, a base no source gives, ..."""
+    return next((kind for needle, kind in FAILURE_KINDS if needle in why), "other")
+
+
+def resolution_kind(answer: dict[str, Any]) -> str:
+    """Where an answered address's base came from."""
+    if "base_from" in answer:
+        return str(answer["base_from"]["kind"])
+    if str(answer.get("absolute_from", "")).startswith("documented offset"):
+        return "manual offset + chapter base"
+    return "header expression"
 
 
 def scopes(chip_ids: list[str]) -> list[tuple[str, str | None]]:
@@ -79,7 +109,9 @@ def address_coverage(table: Any, chip: str, revision: str | None) -> Coverage:
                 continue
             instances = [(0, int(answer["address_absolute"], 16))]
         for instance, address in instances:
-            label = f"{macro.name}({instance})" if macro.params else macro.name
+            label = (
+                registers.instance_label(index, macro, instance) if macro.params or instance else macro.name
+            )
             if index.owning_base(address) is None:  # 0x6D: a register id on the analog I2C bus
                 coverage.not_memory_mapped.append(label)
                 continue
@@ -92,6 +124,10 @@ def address_coverage(table: Any, chip: str, revision: str | None) -> Coverage:
             names = {n.upper() for n in (answer["name"], *answer.get("also_at_this_address", []))}
             if macro.name.upper() in names:
                 coverage.resolved += 1
+                own = answer if answer["name"].upper() == macro.name.upper() else None
+                if own is None:  # another name answered: ask for this one to see where its base came from
+                    own = registers.lookup_register(table, chip, name=macro.name, revision=revision)
+                coverage.resolved_by[resolution_kind(own)] += 1
             else:
                 coverage.failures.append((label, f"0x{address:08X} answers {answer['name']}"))
     return coverage
@@ -238,6 +274,11 @@ def _cmd_addresses(args: argparse.Namespace) -> int:
             f"{cov.scope:18s} {cov.resolved:6d}/{cov.checked:6d} {cov.share:7.2%}"
             f"  ({len(cov.not_memory_mapped)} not memory-mapped)"
         )
+        by = ", ".join(f"{k} {v}" for k, v in cov.resolved_by.most_common() if k != "header expression")
+        if by:
+            print(f"    bases not in the headers: {by}")
+        if cov.failures:
+            print("    unresolved: " + ", ".join(f"{k} {v}" for k, v in cov.failure_kinds().most_common()))
         for label, why in cov.failures[: args.show]:
             print(f"    {label}: {why}")
     checked = sum(c.checked for c in results)
