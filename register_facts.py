@@ -142,6 +142,7 @@ class Census:
     header_complete: int = 0
     header_gaps: list[tuple[str, str]] = field(default_factory=list)
     gap_kinds: Counter[str] = field(default_factory=Counter)
+    header_by_alias: int = 0  # complete through another register at the same place (an alias)
     manual_registers: int = 0
     manual_compared: int = 0  # manual registers the headers also describe field by field
     manual_agree: int = 0
@@ -162,15 +163,11 @@ def census(table: Any, chip: str, revision: str | None) -> Census:
             continue
         if answer["fields"] and answer["reset"] is not None:
             result.header_complete += 1
+            result.header_by_alias += "same_register_as" in answer
             continue
-        why = "no fields" if not answer["fields"] else answer["reset_from"]
+        why = answer.get("note", "no fields") if not answer["fields"] else answer["reset_from"]
         result.header_gaps.append((macro.name, why))
-        if not answer["fields"]:
-            result.gap_kinds["no fields in manual or header (hand-written alias)"] += 1
-        elif any(f["reset"] in ("x", None) or f["bits"] == "?" for f in answer["fields"]):
-            result.gap_kinds["fields, but a default the sources leave undefined (x / see fields)"] += 1
-        else:
-            result.gap_kinds["other"] += 1
+        result.gap_kinds[gap_kind(answer, bool(index.trm))] += 1
     for name in sorted(index.trm):
         result.manual_registers += 1
         try:
@@ -191,6 +188,22 @@ def census(table: Any, chip: str, revision: str | None) -> Census:
     return result
 
 
+def gap_kind(answer: dict[str, Any], has_manual: bool) -> str:
+    """Why a header register has no fields or no reset, in the census's classes."""
+    if answer["fields"]:
+        if any(f["reset"] in ("x", None) or f["bits"] == "?" for f in answer["fields"]):
+            return "fields, but a default the sources leave undefined (x / see fields)"
+        return "other"
+    note = str(answer.get("note", ""))
+    if "several registers with fields share" in note:
+        return "no field comments upstream; several registers share its address"
+    if "address is unknown" in note:
+        return "no field comments upstream; address unknown"
+    if not has_manual:
+        return "no field comments upstream; no manual for the chip"
+    return "no field comments upstream; no manual register by name, prefix or address"
+
+
 def _first_instance(index: registers.ChipIndex, name: str) -> str:
     """A parameterised manual register is compared at its first instance the headers define."""
     instances = registers.manual_instances(index.trm[name][0].register)
@@ -203,13 +216,15 @@ def render_report(results: list[Census]) -> str:
     lines = [
         "# Register census: headers vs manual",
         "",
-        "| chip | header registers with fields + reset | manual registers compared | agree with headers |",
-        "|---|---|---|---|",
+        "| chip | header registers with fields + reset | ... of them through an alias | "
+        "manual registers compared | agree with headers |",
+        "|---|---|---|---|---|",
     ]
     for r in results:
         complete = f"{r.header_complete}/{r.header_registers} ({_pct(r.header_complete, r.header_registers)})"
         agree = f"{r.manual_agree}/{r.manual_compared} ({_pct(r.manual_agree, r.manual_compared)})"
-        lines.append(f"| {r.scope} | {complete} | {r.manual_compared}/{r.manual_registers} | {agree} |")
+        compared = f"{r.manual_compared}/{r.manual_registers}"
+        lines.append(f"| {r.scope} | {complete} | {r.header_by_alias} | {compared} | {agree} |")
     totals: Counter[str] = Counter()
     for r in results:
         totals.update(r.kinds)

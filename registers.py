@@ -709,7 +709,11 @@ def _base_macro(expression: str) -> str | None:
     return found[0] if found else None
 
 
-def _describe_register(index: ChipIndex, name: str, header_instance: int = 0) -> dict[str, Any]:
+def _describe_register(
+    index: ChipIndex, name: str, header_instance: int = 0, join: bool = True
+) -> dict[str, Any]:
+    """One register's merged answer. ``join``: a register neither source gives fields for takes
+    them from the one register with fields at the same address (an alias), saying so."""
     hit = _find_trm(index, name)
     documented = hit[0].register["name"] if hit else None
     defines = _header_defines(index, name, documented)
@@ -750,13 +754,12 @@ def _describe_register(index: ChipIndex, name: str, header_instance: int = 0) ->
     else:
         manual = None
         answer.update(documented_as=None, address=None, chapter=None)
-        answer["note"] = (
-            "not in the Technical Reference Manual; fields and reset from the SoC header"
-            if header_fields
-            else "not in the Technical Reference Manual; header definition only (no field comments)"
-        )
+        if header_fields:
+            answer["note"] = "not in the Technical Reference Manual; fields and reset from the SoC header"
     answer.update(merge_views(manual, header_fields, header.file_path if header is not None else None))
     answer.update(_absolute_answer(index, answer, exact, header_instance))
+    if not header_fields:
+        answer.update(_layout_note(index, answer, manual, exact or defines, join))
     answer["header_defines"] = [
         {
             "name": m.name + (f"({', '.join(m.params)})" if m.params is not None else ""),
@@ -767,6 +770,125 @@ def _describe_register(index: ChipIndex, name: str, header_instance: int = 0) ->
         for m in defines
     ]
     return answer
+
+
+def _layout_note(
+    index: ChipIndex,
+    answer: dict[str, Any],
+    manual: dict[str, Any] | None,
+    defines: list[Macro],
+    join: bool,
+) -> dict[str, Any]:
+    """Say precisely why the headers give no field layout, and where the layout comes from: the
+    manual, another register at the same address (an alias such as INTERRUPT_CORE0_* for
+    INTPRI_CORE0_*), or nowhere."""
+    where = (
+        f"{_file_name(defines[0].file_path)} has no field comments for it upstream"
+        if defines
+        else "no header defines it"
+    )
+    head = f"the ESP-IDF headers give no field layout for this register: {where}"
+    if manual is not None and answer["fields"]:
+        return {"note": f"{head}; fields and reset from the Technical Reference Manual"}
+    if manual is not None:
+        return {"note": f"{head}, and the Technical Reference Manual lists no fields for it"}
+    address = answer.get("address_absolute")
+    if address is None:
+        return {
+            "note": f"{head}; its address is unknown (see absolute_from), so no register at the same "
+            "address can stand in"
+        }
+    twins = _same_address_layouts(index, answer["name"], int(address, 16)) if join else []
+    renamed = (
+        _manual_under_prefix(index, answer["name"], defines, int(address, 16)) if join and not twins else None
+    )
+    if renamed is not None:
+        twin, offset = renamed
+        adopted = {
+            key: twin[key]
+            for key in ("fields", "reset", "reset_by_source", "disagreements", "reset_partial", "chapter")
+            if key in twin
+        }
+        return {
+            **adopted,
+            "reset_from": f"{twin['reset_from']}, of {twin['name']}",
+            "sources": {**twin["sources"], HEADERS: None},
+            "same_register_as": twin["name"],
+            "note": f"{head}; the manual documents it as {twin['name']} ({twin['chapter']}): the same name "
+            f"but for the peripheral prefix, at the same offset 0x{offset:X} from the block's base, so its "
+            "fields and reset answer",
+        }
+    if len(twins) == 1:
+        twin = twins[0]
+        documented = "the manual" if twin["sources"][MANUAL] else f"{_file_name(twin['sources'][HEADERS])}"
+        adopted = {
+            key: twin[key]
+            for key in ("fields", "reset", "reset_by_source", "sources", "disagreements", "reset_partial")
+            if key in twin
+        }
+        return {
+            **adopted,
+            "reset_from": f"{twin['reset_from']}, of {twin['name']}",
+            "same_register_as": twin["name"],
+            "note": f"{head}; {twin['name']} sits at the same address ({address}) and {documented} documents "
+            f"its fields, so its fields and reset answer",
+        }
+    manual_clause = (
+        f"{index.chip} has no Technical Reference Manual in the store"
+        if not index.trm
+        else "the Technical Reference Manual has no register of this name, and none the tool places "
+        f"at {address}"
+    )
+    if len(twins) > 1:
+        names = ", ".join(t["name"] for t in twins)
+        return {"note": f"{head}; several registers with fields share {address} ({names}): none is taken"}
+    return {"note": f"{head}; {manual_clause}; fields and reset unknown"}
+
+
+def _manual_under_prefix(
+    index: ChipIndex, name: str, defines: list[Macro], address: int
+) -> tuple[dict[str, Any], int] | None:
+    """The manual register a header register is under another peripheral prefix: ESP32-S3's
+    SDMMC_CTRL_REG is the manual's SDHOST_CTRL_REG (ESP32's: CTRL_REG). Both the name after the
+    prefix and the offset from the peripheral base must agree, and only one manual register may."""
+    if not index.trm or not defines or "_" not in name:
+        return None
+    base_name = _base_macro(defines[0].body)
+    base = evaluate(base_name, index.macros, memo=index.memo) if base_name else None
+    if base is None:
+        owner = index.owning_base(address)
+        base = owner[0] if owner is not None else None
+    if base is None:
+        return None
+    offset = address - base
+    tail = name.upper().split("_", 1)[1]
+    found = [
+        other
+        for other, entries in index.trm.items()
+        if other.upper() != name.upper()
+        and (other.upper() == tail or [*other.upper().split("_", 1), ""][1] == tail)
+        and other not in index.macros
+        and _parse_offset(entries[0].register["address"]) == offset
+    ]
+    if len(found) != 1:
+        return None
+    answer = _describe_register(index, found[0], join=False)
+    return (answer, offset) if answer["fields"] else None
+
+
+def _same_address_layouts(index: ChipIndex, name: str, address: int) -> list[dict[str, Any]]:
+    """Answers of the other registers at ``address`` that have fields of their own."""
+    found: list[dict[str, Any]] = []
+    for other, instance in index.addresses().get(address, []):
+        if other.upper() == name.upper() or any(f["name"] == other for f in found):
+            continue
+        try:
+            answer = _describe_register(index, other, header_instance=instance, join=False)
+        except ValueError:
+            continue
+        if answer["fields"] and answer["name"] not in {f["name"] for f in found}:
+            found.append(answer)
+    return found
 
 
 def _instance_address(documented: str | None, instance: dict[str, str]) -> str | None:
@@ -1609,9 +1731,18 @@ def merge_views(
         reset, reset_from = f"0x{manual_composed[0]:08X}", "composed from the manual's field resets"
     else:
         reset, reset_from = None, "unknown: " + ("; ".join(reasons) or "no source documents fields")
+    partial: dict[str, str] | None = None
+    if reset is None:  # the bits that do have a default, from the headers first
+        header_partial = partial_reset(header_fields) if header_fields else None
+        manual_partial = partial_reset(manual_fields) if manual_fields else None
+        if header_partial is not None:
+            partial = {**header_partial, "from": HEADERS}
+        elif manual_partial is not None:
+            partial = {**manual_partial, "from": MANUAL}
     return {
         "reset": reset,
         "reset_from": reset_from,
+        **({"reset_partial": partial} if partial else {}),
         "reset_by_source": by_source,
         "fields": merged,
         "sources": {
@@ -1680,16 +1811,46 @@ def disagreements(manual: dict[str, Any], header_fields: list[dict[str, Any]]) -
 
 
 def compose_reset(fields: list[dict[str, Any]]) -> tuple[int | None, str]:
-    """A register's reset value from its fields' defaults; (None, why) when one is undefined."""
+    """A register's reset value from its fields' defaults; (None, why) naming every field whose
+    default (``x`` upstream: undefined) or bit range is missing."""
     value = 0
+    no_default: list[str] = []
+    no_bits: list[str] = []
     for item in fields:
         span, default = _bit_span(item["bits"]), _int(item["reset"])
-        if span is None or default is None:
-            missing = "bit range" if span is None else "default"
-            return None, f"no reset: field {item['name']} has no {missing}"
+        if span is None:
+            no_bits.append(item["name"])
+            continue
+        if default is None:
+            no_default.append(f"{item['name']} [{item['bits']}]")
+            continue
         high, low = span
         value |= (default & ((1 << (high - low + 1)) - 1)) << low
-    return value, ""
+    if not no_default and not no_bits:
+        return value, ""
+    parts = [f"no default for {', '.join(no_default)}"] if no_default else []
+    parts += [f"no bit range for {', '.join(no_bits)}"] if no_bits else []
+    return None, "no reset: " + "; ".join(parts)
+
+
+def partial_reset(fields: list[dict[str, Any]]) -> dict[str, str] | None:
+    """The reset of the bits whose default is known, and the mask of those it is not (``x``), for
+    a register whose full reset is undefined; None when a bit range is unknown too."""
+    value = undefined = 0
+    for item in fields:
+        span = _bit_span(item["bits"])
+        if span is None:
+            return None
+        high, low = span
+        mask = ((1 << (high - low + 1)) - 1) << low
+        default = _int(item["reset"])
+        if default is None:
+            undefined |= mask
+        else:
+            value |= (default << low) & mask
+    if not undefined:
+        return None
+    return {"value": f"0x{value:08X}", "undefined_bits": f"0x{undefined:08X}"}
 
 
 def _bit_span(bits: str | None) -> tuple[int, int] | None:
@@ -1810,7 +1971,10 @@ def lookup_register(
         answers = [_describe_register(index, n, header_instance=i) for n, i in names]
         # an alias without fields (ESP32's IO_MUX_GPIO37_REG = PERIPHS_IO_MUX_...) yields to the
         # name that documents the layout
-        best = max(range(len(answers)), key=lambda k: (bool(answers[k]["fields"]), -k))
+        best = max(
+            range(len(answers)),
+            key=lambda k: (bool(answers[k]["fields"]), "same_register_as" not in answers[k], -k),
+        )
         answer = answers[best]
         answer["queried_address"] = f"0x{target:X}" + (f" in {peripheral}" if peripheral else "")
         if names[best][1]:

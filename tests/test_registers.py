@@ -342,19 +342,26 @@ def test_a_whole_register_field_named_after_its_register_is_the_same_field() -> 
     ]
 
 
-def test_compose_reset_says_which_field_blocks_it() -> None:
+def test_compose_reset_names_every_field_that_blocks_it() -> None:
     fields = [
         {"name": "A", "bits": "3:0", "reset": "0xF"},
         {"name": "B", "bits": "8", "reset": "0x1"},
     ]
     assert registers.compose_reset(fields) == (0x10F, "")
-    assert registers.compose_reset([*fields, {"name": "C", "bits": "9", "reset": "x"}]) == (
+    undefined = [{"name": "C", "bits": "9", "reset": "x"}, {"name": "E", "bits": "11:10", "reset": None}]
+    assert registers.compose_reset([*fields, *undefined]) == (
         None,
-        "no reset: field C has no default",
+        "no reset: no default for C [9], E [11:10]",
     )
     assert registers.compose_reset([{"name": "D", "bits": "?", "reset": "0x0"}])[1] == (
-        "no reset: field D has no bit range"
+        "no reset: no bit range for D"
     )
+    # the bits that do have a default still reset to a known value
+    assert registers.partial_reset([*fields, *undefined]) == {
+        "value": "0x0000010F",
+        "undefined_bits": "0x00000E00",
+    }
+    assert registers.partial_reset(fields) is None
 
 
 def test_base_plus_zero_and_every_instance_of_a_parameterised_register_resolve(table: Any) -> None:
@@ -474,6 +481,49 @@ def test_vote_keeps_two_bases_of_one_chapter_apart() -> None:
     assert registers._vote(votes, "H264_SYS_CTRL_REG") == (0x50084000, "DR_REG_H264_BASE")
     assert registers._vote({(0x500A7000, "DR_REG_H264_DMA_BASE"): 3}, "H264_SYS_CTRL_REG")[0] == 0x500A7000
     assert registers._vote(votes, "JPEG_CONFIG_REG") is None
+
+
+def test_a_register_without_field_comments_says_where_its_layout_comes_from(table: Any) -> None:
+    # an alias: another header register at the same address documents the fields
+    alias = registers.lookup_register(table, "esp32h2", name="INTERRUPT_CORE0_CPU_INT_ENABLE_REG")
+    assert alias["same_register_as"] == "INTPRI_CORE0_CPU_INT_ENABLE_REG"
+    assert [f["name"] for f in alias["fields"]] == ["INTPRI_CORE0_CPU_INT_ENABLE"]
+    assert alias["reset"] == "0x00000000"
+    assert alias["note"].startswith(
+        "the ESP-IDF headers give no field layout for this register: interrupt_reg.h has no field comments"
+    )
+    # by address, the register with fields of its own answers; the alias is listed
+    at = registers.lookup_register(table, "esp32h2", address="0x60010000")
+    assert at["name"] == "INTPRI_CORE0_CPU_INT_ENABLE_REG"
+    assert at["also_at_this_address"] == ["INTERRUPT_CORE0_CPU_INT_ENABLE_REG"]
+    # the manual documents the same address under another name
+    rsa = registers.lookup_register(table, "esp32h2", name="RSA_M_DASH_REG")
+    assert rsa["same_register_as"] == "RSA_M_PRIME_REG" and rsa["reset_from"].startswith(
+        "manual (Reset value)"
+    )
+    assert rsa["sources"]["manual"] == "Technical Reference Manual"
+    # ... or under another peripheral prefix, at the same offset
+    sdmmc = registers.lookup_register(table, "esp32h2", name="SDMMC_CTRL_REG")
+    assert sdmmc["same_register_as"] == "SDHOST_CTRL_REG" and sdmmc["reset"] == "0x01000000"
+    assert "same offset 0x0 from the block's base" in sdmmc["note"]
+    # documented nowhere: said, not a silent null
+    radio = registers.lookup_register(table, "esp32h2", name="IEEE802154_COMMAND_REG")
+    assert radio["fields"] == [] and radio["reset"] is None
+    assert radio["note"].endswith(
+        "the Technical Reference Manual has no register of this name, and none the tool places at "
+        "0x600A3000; fields and reset unknown"
+    )
+
+
+def test_an_undefined_default_gives_the_known_bits(table: Any) -> None:
+    answer = registers.lookup_register(table, "esp32h2", name="GPIO_SIGMADELTA0_REG")
+    assert answer["reset"] is None
+    assert answer["reset_from"] == "unknown: headers: no reset: no default for GPIO_SD0_PRESCALE [15:8]"
+    assert answer["reset_partial"] == {
+        "value": "0x00000000",
+        "undefined_bits": "0x0000FF00",
+        "from": "headers",
+    }
 
 
 @pytest.mark.corpus
