@@ -15,6 +15,7 @@ Markdown report a person can read. Both drive the same code path as the MCP tool
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -191,7 +192,7 @@ def census(table: Any, chip: str, revision: str | None) -> Census:
 def gap_kind(answer: dict[str, Any], has_manual: bool) -> str:
     """Why a header register has no fields or no reset, in the census's classes."""
     if answer["fields"]:
-        if any(f["reset"] in ("x", None) or f["bits"] == "?" for f in answer["fields"]):
+        if any(_undefined(f["reset"]) or f["bits"] == "?" for f in answer["fields"]):
             return "fields, but a default the sources leave undefined (x / see fields)"
         return "other"
     note = str(answer.get("note", ""))
@@ -202,6 +203,11 @@ def gap_kind(answer: dict[str, Any], has_manual: bool) -> str:
     if not has_manual:
         return "no field comments upstream; no manual for the chip"
     return "no field comments upstream; no manual register by name, prefix or address"
+
+
+def _undefined(reset: str | None) -> bool:
+    """``x`` (headers) or one ``x`` per bit (the manual's ``xxxxxxxx``): a default left undefined."""
+    return reset is None or re.fullmatch(r"[xX]+", reset) is not None
 
 
 def _first_instance(index: registers.ChipIndex, name: str) -> str:

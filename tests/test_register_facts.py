@@ -212,6 +212,15 @@ def test_census_counts_registers_answered_through_an_alias(good: Path) -> None:
     }
 
 
+def test_gap_kind_reads_the_manuals_undefined_bits_as_undefined() -> None:
+    field = {"name": "GPIO_STRAPPING", "bits": "15:0", "reset": "xxxxxxxxxxxxxxxx"}
+    answer = {"fields": [{"name": "(reserved)", "bits": "31:16", "reset": "0x0"}, field]}
+    assert (
+        register_facts.gap_kind(answer, True)
+        == "fields, but a default the sources leave undefined (x / see fields)"
+    )
+
+
 def test_cli_rejects_an_unknown_chip(good: Path) -> None:
     with pytest.raises(SystemExit, match="valid chips"):
         register_facts.main(["addresses", "--db", str(good), "--chip", "esp33"])
