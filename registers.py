@@ -779,15 +779,17 @@ def _layout_note(
     defines: list[Macro],
     join: bool,
 ) -> dict[str, Any]:
-    """Say precisely why the headers give no field layout, and where the layout comes from: the
+    """Say precisely that the headers document no fields, and where the layout comes from: the
     manual, another register at the same address (an alias such as INTERRUPT_CORE0_* for
-    INTPRI_CORE0_*), or nowhere."""
-    where = (
-        f"{_file_name(defines[0].file_path)} has no field comments for it upstream"
+    INTPRI_CORE0_*), or nowhere. Only the generated ``FIELD : access; bitpos; default`` comments
+    count: some hand-written headers (ieee802154_reg.h) define bare mask/shift macros, with no
+    access or default."""
+    head = (
+        f"the ESP-IDF headers document no fields of this register ({_file_name(defines[0].file_path)} "
+        "has no 'FIELD : access; bitpos; default' comment for it upstream)"
         if defines
-        else "no header defines it"
+        else "no ESP-IDF header defines this register"
     )
-    head = f"the ESP-IDF headers give no field layout for this register: {where}"
     if manual is not None and answer["fields"]:
         return {"note": f"{head}; fields and reset from the Technical Reference Manual"}
     if manual is not None:

@@ -490,7 +490,8 @@ def test_a_register_without_field_comments_says_where_its_layout_comes_from(tabl
     assert [f["name"] for f in alias["fields"]] == ["INTPRI_CORE0_CPU_INT_ENABLE"]
     assert alias["reset"] == "0x00000000"
     assert alias["note"].startswith(
-        "the ESP-IDF headers give no field layout for this register: interrupt_reg.h has no field comments"
+        "the ESP-IDF headers document no fields of this register (interrupt_reg.h has no "
+        "'FIELD : access; bitpos; default' comment for it upstream)"
     )
     # by address, the register with fields of its own answers; the alias is listed
     at = registers.lookup_register(table, "esp32h2", address="0x60010000")
