@@ -363,7 +363,10 @@ class ChipIndex:
     _bases: dict[str, int] | None = None
     _field_owners: dict[str, list[str]] | None = None
     _base_owners: list[tuple[int, list[str]]] | None = None
-    _chapter_bases: dict[tuple[str, str], dict[tuple[int, str], int]] = field(default_factory=dict)
+    # (chapter, prefix[@base]) -> (votes per (base value, base macro), whether siblings use several bases)
+    _chapter_bases: dict[tuple[str, str], tuple[dict[tuple[int, str], int], bool]] = field(
+        default_factory=dict
+    )
     linker: dict[str, int] = field(default_factory=dict)  # PROVIDE(NAME = value) of the chip's .ld
     linker_file: str | None = None
     memory_map: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)  # manual's table
@@ -938,10 +941,7 @@ def _absolute_answer(
     offset = _parse_offset(answer.get("address"))
     if offset is not None and offset >= _OFFSET_LIMIT:
         return {"address_absolute": f"0x{offset:08X}", "absolute_from": "the manual gives it absolute"}
-    uses = next(
-        (p.name for m in defines for p in unresolved_names(index, m) if p.name.upper().endswith("_BASE")),
-        None,
-    )
+    uses = _expression_base(index, defines)
     base = _chapter_base(index, answer.get("file_path"), answer.get("documented_as") or answer["name"], uses)
     if offset is not None and base is not None:
         return {
@@ -1432,6 +1432,8 @@ def _chapter_base(
     key = (file_path, prefix + (f"@{base}" if base else ""))
     if key not in index._chapter_bases:
         votes: dict[tuple[int, str], int] = defaultdict(int)
+        placed: dict[str, int] = {}  # base macro -> the base value its siblings give
+        unplaced: set[str] = set()  # base macros of siblings no source places (ESP32-P4 DR_REG_H264_BASE)
         for sibling, entries in index.trm.items():
             entry = entries[0]
             if (
@@ -1440,28 +1442,32 @@ def _chapter_base(
                 or not sibling.startswith(prefix)
             ):
                 continue
+            uses = _base_macro(index.macros[sibling].body) or "base"
             offset = _parse_offset(entry.register["address"])
             value = _absolute(index, index.macros[sibling])
             if offset is None or value is None:
+                unplaced.add(uses)
                 continue
-            uses = _base_macro(index.macros[sibling].body) or "base"
+            placed[uses] = value - offset
             if base is None or uses == base:
                 votes[(value - offset, uses)] += 1
-        index._chapter_bases[key] = votes
-    voted = _vote(index._chapter_bases[key], name)
+        several = len(set(placed.values())) + len(unplaced - set(placed) - {"base"}) > 1
+        index._chapter_bases[key] = (votes, several)
+    votes, several = index._chapter_bases[key]
+    voted = _vote(votes, name, several)
     named = _named_base(index, name)  # the fallback depends on the whole name
     if named is not None and base is not None and not _same_base_name(named[1], base):
         named = None
     return voted or named
 
 
-def _vote(votes: dict[tuple[int, str], int], name: str) -> tuple[int, str] | None:
+def _vote(votes: dict[tuple[int, str], int], name: str, several: bool = False) -> tuple[int, str] | None:
     """The chapter's base for ``name``: the one base its siblings agree on; where they sit on
     several (ESP32-P4's H264 chapter: the encoder's and the H264 DMA's registers), the base whose
     name the register's name starts with (H264_DMA_* -> DR_REG_H264_DMA_BASE), else none."""
     if not votes:
         return None
-    if len({value for value, _ in votes}) == 1:
+    if len({value for value, _ in votes}) == 1 and not several:
         return max(votes, key=lambda k: votes[k])
     register = name.upper().replace("_", "")
     fitting = [k for k in votes if k[1] != "base" and register.startswith(_base_key(k[1]))]
@@ -1470,6 +1476,14 @@ def _vote(votes: dict[tuple[int, str], int], name: str) -> tuple[int, str] | Non
     longest = max(len(_base_key(k[1])) for k in fitting)
     best = [k for k in fitting if len(_base_key(k[1])) == longest]
     return max(best, key=lambda k: votes[k]) if len({v for v, _ in best}) == 1 else None
+
+
+def _expression_base(index: ChipIndex, defines: list[Macro]) -> str | None:
+    """The base a register's own header expression names but cannot evaluate (DR_REG_H264_BASE)."""
+    return next(
+        (p.name for m in defines for p in unresolved_names(index, m) if p.name.upper().endswith("_BASE")),
+        None,
+    )
 
 
 def _same_base_name(candidate: str, base: str) -> bool:
@@ -1508,7 +1522,8 @@ def _manual_addresses(index: ChipIndex) -> list[tuple[str, int]]:
             if offset >= _OFFSET_LIMIT:
                 found.append((name, offset))
                 continue
-            base = _chapter_base(index, entry.row["file_path"], documented)
+            uses = _expression_base(index, [index.macros[name]]) if name in index.macros else None
+            base = _chapter_base(index, entry.row["file_path"], documented, uses)
             if base is not None:
                 found += [(name, value + offset) for value in _family_bases(index, base[0])]
     return found

@@ -479,7 +479,11 @@ def test_vote_keeps_two_bases_of_one_chapter_apart() -> None:
     votes = {(0x500A7000, "DR_REG_H264_DMA_BASE"): 300, (0x50084000, "DR_REG_H264_BASE"): 60}
     assert registers._vote(votes, "H264_DMA_OUT_CONF0_CH0_REG") == (0x500A7000, "DR_REG_H264_DMA_BASE")
     assert registers._vote(votes, "H264_SYS_CTRL_REG") == (0x50084000, "DR_REG_H264_BASE")
-    assert registers._vote({(0x500A7000, "DR_REG_H264_DMA_BASE"): 3}, "H264_SYS_CTRL_REG")[0] == 0x500A7000
+    assert registers._vote({(0x500A7000, "DR_REG_H264_DMA_BASE"): 3}, "UART_ID_REG")[0] == 0x500A7000
+    # only the DMA's registers are placed, but the chapter's header registers use two bases
+    assert (
+        registers._vote({(0x500A7000, "DR_REG_H264_DMA_BASE"): 3}, "H264_SYS_CTRL_REG", several=True) is None
+    )
     assert registers._vote(votes, "JPEG_CONFIG_REG") is None
 
 
