@@ -374,6 +374,10 @@ class ChipIndex:
     _externs: dict[str, list[tuple[str, str]] | None] = field(default_factory=dict)
     _base_sources: dict[str, tuple[BaseSource | None, str]] = field(default_factory=dict)
     _overlay_memos: dict[tuple[str, str, int], dict[str, int | None]] = field(default_factory=dict)
+    _source_cache: dict[tuple[Any, ...], Any] = field(
+        default_factory=dict
+    )  # per missing base, not per register
+    _base_keys: list[tuple[str, Macro]] | None = None  # (_base_key, macro) of every *_BASE macro
 
     def header_registers(self) -> list[Macro]:
         """Register macros (``X_REG``, ``X_REG(i)``, ``X_REG_1``), not base, field or accessor macros."""
@@ -1163,6 +1167,13 @@ def _manual_map_base(index: ChipIndex, problem: Unresolved) -> BaseSource | None
     """The manual's Module/Peripheral Address Mapping row named like the missing base (its name or
     its abbreviation, spaces and punctuation aside): ``H264 DMA`` for DR_REG_H264_DMA_BASE; rows
     numbered after it (TWAI0, TWAI1, ...) are the instances of a base used without arguments."""
+    cache_key = ("map", problem.name, problem.arity)
+    if cache_key not in index._source_cache:
+        index._source_cache[cache_key] = _find_manual_map_base(index, problem)
+    return index._source_cache[cache_key]  # type: ignore[no-any-return]
+
+
+def _find_manual_map_base(index: ChipIndex, problem: Unresolved) -> BaseSource | None:
     key = _base_key(problem.name)
     if not key or problem.arity is not None or not index.memory_map:
         return None
@@ -1200,6 +1211,15 @@ def _struct_externs(index: ChipIndex, register_file: str) -> list[tuple[str, str
 def _linker_instances(index: ChipIndex, problem: Unresolved, file_path: str) -> tuple[BaseSource | None, str]:
     """The instances the companion struct header of ``file_path`` declares, at the addresses the
     linker script gives."""
+    cache_key = ("linker", problem.name, problem.arity, file_path)
+    if cache_key not in index._source_cache:
+        index._source_cache[cache_key] = _find_linker_instances(index, problem, file_path)
+    return index._source_cache[cache_key]  # type: ignore[no-any-return]
+
+
+def _find_linker_instances(
+    index: ChipIndex, problem: Unresolved, file_path: str
+) -> tuple[BaseSource | None, str]:
     struct_name = _file_name(file_path).removesuffix("_reg.h") + "_struct.h"
     externs = _struct_externs(index, file_path)
     if externs is None:
@@ -1280,15 +1300,21 @@ def _renamed_base(index: ChipIndex, problem: Unresolved, count: int) -> BaseSour
     Used bare, the name takes an object-like twin (or a numbered family of them); called, a
     function-like twin of the same arity. A function-like twin of a bare name (ESP32-S3's
     REG_I2C_BASE(i) for DR_REG_I2C_BASE) only witnesses the ``count`` linker instances."""
+    cache_key = ("renamed", problem.name, problem.arity, count)
+    if cache_key not in index._source_cache:
+        index._source_cache[cache_key] = _find_renamed_base(index, problem, count)
+    return index._source_cache[cache_key]  # type: ignore[no-any-return]
+
+
+def _find_renamed_base(index: ChipIndex, problem: Unresolved, count: int) -> BaseSource | None:
     key = _base_key(problem.name)
     if not key or not problem.name.upper().endswith("_BASE"):
         return None
+    if index._base_keys is None:
+        index._base_keys = [(_base_key(n), m) for n, m in index.macros.items() if n.upper().endswith("_BASE")]
     same: list[Macro] = []
     numbered: list[tuple[int, Macro]] = []
-    for name, macro in index.macros.items():
-        if not name.upper().endswith("_BASE"):
-            continue
-        other = _base_key(name)
+    for other, macro in index._base_keys:
         if other == key:
             same.append(macro)
         elif (tail := other.removeprefix(key)) != other and tail.isdigit():
