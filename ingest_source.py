@@ -6,6 +6,9 @@ default, short description) from the generated field comments -- for many periph
 without a manual, the only register documentation there is.
 Capability, struct and hand-written headers keep their full text, chunked per macro/declaration so
 a value never loses its comment. ``reg_base.h`` is kept whole so a base address is one lookup away.
+Each chip's linker script of peripheral instances (``ld/<chip>.peripherals.ld``: ``PROVIDE ( UART0 =
+0x60000000 );``) is kept too: it places the instances the ``*_struct.h`` headers declare (``extern
+uart_dev_t UART0;``), the only address some register headers' bases have upstream.
 
     uv run ingest_source.py --idf-path /work/esp-idf --out-path src_chunks.jsonl
     uv run ingest_source.py check-registers --trm-chunks trm_chunks.jsonl --src-chunks src_chunks.jsonl
@@ -281,6 +284,61 @@ def _revisions_for(chip: str, parts: tuple[str, ...]) -> tuple[str, ...] | None:
             f"map it in HW_VERSION_DIRS (known: {', '.join(f'{c}/{d}' for c, d in HW_VERSION_DIRS)})"
         )
     return HW_VERSION_DIRS[key]
+
+
+LINKER_SCRIPT = "{chip}.peripherals.ld"  # components/soc/<chip>/ld/: where peripheral instances live
+_PROVIDE = re.compile(rf"^\s*PROVIDE\s*\(\s*({IDENT})\s*=\s*(0[xX][0-9a-fA-F]+|\d+)\s*\)\s*;", re.M)
+
+
+def discover_linker_scripts(idf_path: Path) -> list[HeaderFile]:
+    """Each chip's ``ld/<chip>.peripherals.ld``: one per chip, shared by its silicon revisions."""
+    found: list[HeaderFile] = []
+    for chip in chip_ids():
+        path = idf_path / SOC_DIR / chip / "ld" / LINKER_SCRIPT.format(chip=chip)
+        if path.is_file():
+            found.append(HeaderFile(path, path.relative_to(idf_path).as_posix(), (chip,), ()))
+    return found
+
+
+def provided_symbols(text: str) -> dict[str, int]:
+    """``PROVIDE ( UART0 = 0x60000000 );`` -> {"UART0": 0x60000000}, in file order."""
+    return {m.group(1): int(m.group(2), 0) for m in _PROVIDE.finditer(_strip_comments(text))}
+
+
+def linker_rows(script: HeaderFile, source_version: str, source_commit: str) -> HeaderResult:
+    """A peripherals linker script as rows: its ``PROVIDE`` lines verbatim, each naming its symbol."""
+    text = script.path.read_text(encoding="utf-8", errors="replace")
+    provided = provided_symbols(text)
+    lines = {m.group(1): m.group(0).strip() for m in _PROVIDE.finditer(_strip_comments(text))}
+    blocks = [Block(lines[name], atomic=True, symbol_refs=[name]) for name in provided]
+    root = Section(script.rel_path, blocks=group_blocks(blocks))
+    rows = [
+        make_row(
+            text=chunk.text,
+            doc_type="src",
+            chips=script.chips,
+            revisions=script.revisions,
+            source_doc=script.path.name,
+            section_path=chunk.section_path_text,
+            file_path=script.rel_path,
+            chunk_index=index,
+            symbol_refs=chunk.symbol_refs,
+            **release_fields(source_version, source_commit),
+            source_version=source_version,
+            source_commit=source_commit,
+        )
+        for index, chunk in enumerate(chunk_tree(root))
+    ]
+    return HeaderResult(rows, False, set(provided))
+
+
+def release_fields(source_version: str, source_commit: str) -> dict[str, list[str]]:
+    """The release axis of a row from this checkout (docs/releases.md); none when it names no series."""
+    series = release_series(source_version)
+    return {
+        "releases": [series] if series else [],
+        "release_sources": [release_source(source_version, source_commit)] if series else [],
+    }
 
 
 def field_macro_names(items: list[Item]) -> set[str]:
@@ -699,9 +757,6 @@ def header_rows(
     else:
         root = text_sections(header.rel_path, items)
     declared = declared_symbols(text)
-    series = release_series(source_version)
-    releases = [series] if series else []
-    sources = [release_source(source_version, source_commit)] if series else []
     rows = []
     for index, chunk in enumerate(chunk_tree(root, max_words=CARD_WORDS) if card else chunk_tree(root)):
         rows.append(
@@ -716,8 +771,7 @@ def header_rows(
                 chunk_index=index,
                 symbol_refs=chunk.symbol_refs,
                 file_refs=includes if index == 0 else (),
-                releases=releases,
-                release_sources=sources,
+                **release_fields(source_version, source_commit),
                 source_version=source_version,
                 source_commit=source_commit,
             )
@@ -793,6 +847,8 @@ def ingest(idf_path: Path, out_path: Path) -> dict[str, HeaderResult]:
     for header in tqdm(headers, desc="headers", unit="file"):
         rel = header.rel_path
         results[rel] = header_rows(header, prov.version, prov.commit, lexicon, scanned[rel])
+    for script in discover_linker_scripts(idf_path):
+        results[script.rel_path] = linker_rows(script, prov.version, prov.commit)
     rows = (row for result in results.values() for row in result.rows)
     write_jsonl(out_path, rows)
     for rel in skipped:
@@ -805,8 +861,10 @@ def _summarise(
 ) -> str:
     rows = sum(len(r.rows) for r in results.values())
     cards = sum(1 for r in results.values() if r.card)
+    scripts = sum(1 for rel in results if rel.endswith(".ld"))
     return (
-        f"{rows} src chunks from {len(results)} headers ({cards} register cards) -> {out_path}; "
+        f"{rows} src chunks from {len(results) - scripts} headers ({cards} register cards) and "
+        f"{scripts} linker scripts -> {out_path}; "
         f"census {reached}/{declared} declared symbols in chunks; {seconds:.1f}s"
     )
 
@@ -984,11 +1042,14 @@ def _cmd_census(args: argparse.Namespace) -> str:
     for row in rows:
         per_file[row["file_path"]].update(row["symbol_refs"])
     headers, _ = discover_headers(idf_path)
+    linker = discover_linker_scripts(idf_path)
+    scripts = {s.rel_path for s in linker}
+    headers += linker
     declared_total = reached = 0
     missing_files: list[str] = []
     for header in tqdm(headers, desc="census", unit="file"):
         text = header.path.read_text(encoding="utf-8", errors="replace")
-        declared = declared_symbols(text)
+        declared = set(provided_symbols(text)) if header.rel_path in scripts else declared_symbols(text)
         if header.rel_path not in per_file and not _only_licence(text):
             missing_files.append(header.rel_path)
         lost = sorted(declared - per_file.get(header.rel_path, set()))
@@ -1000,7 +1061,7 @@ def _cmd_census(args: argparse.Namespace) -> str:
         print(f"  no chunk at all: {rel}")
     summary = (
         f"census: {reached}/{declared_total} declared symbols reached chunks; "
-        f"{len(headers) - len(missing_files)}/{len(headers)} headers have chunks"
+        f"{len(headers) - len(missing_files)}/{len(headers)} headers and linker scripts have chunks"
     )
     if reached != declared_total or missing_files:
         raise UsageError(summary)

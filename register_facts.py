@@ -15,6 +15,7 @@ Markdown report a person can read. Both drive the same code path as the MCP tool
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -37,10 +38,40 @@ class Coverage:
     resolved: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)  # (register[instance], why)
     not_memory_mapped: list[str] = field(default_factory=list)  # analog-I2C ids such as I2C_DIG_REG
+    resolved_by: Counter[str] = field(default_factory=Counter)  # where the base of an answer came from
+
+    def failure_kinds(self) -> Counter[str]:
+        """The failures by cause, as the lookup words it."""
+        return Counter(failure_kind(why) for _, why in self.failures)
 
     @property
     def share(self) -> float:
         return self.resolved / self.checked if self.checked else 1.0
+
+
+FAILURE_KINDS = (
+    ("has no fixed address", "chosen at run time"),
+    ("the sources disagree", "sources disagree"),
+    ("does not PROVIDE", "instance not in the linker script"),
+    ("declares no instance", "base defined nowhere"),
+    ("declares an instance", "base defined nowhere"),
+    ("without arguments", "function-like base used bare"),
+    ("which no", "base defined nowhere"),
+)
+
+
+def failure_kind(why: str) -> str:
+    """A failure's class: an address chosen at run time, a base no source gives, ..."""
+    return next((kind for needle, kind in FAILURE_KINDS if needle in why), "other")
+
+
+def resolution_kind(answer: dict[str, Any]) -> str:
+    """Where an answered address's base came from."""
+    if "base_from" in answer:
+        return str(answer["base_from"]["kind"])
+    if str(answer.get("absolute_from", "")).startswith("documented offset"):
+        return "manual offset + chapter base"
+    return "header expression"
 
 
 def scopes(chip_ids: list[str]) -> list[tuple[str, str | None]]:
@@ -79,7 +110,9 @@ def address_coverage(table: Any, chip: str, revision: str | None) -> Coverage:
                 continue
             instances = [(0, int(answer["address_absolute"], 16))]
         for instance, address in instances:
-            label = f"{macro.name}({instance})" if macro.params else macro.name
+            label = (
+                registers.instance_label(index, macro, instance) if macro.params or instance else macro.name
+            )
             if index.owning_base(address) is None:  # 0x6D: a register id on the analog I2C bus
                 coverage.not_memory_mapped.append(label)
                 continue
@@ -92,6 +125,10 @@ def address_coverage(table: Any, chip: str, revision: str | None) -> Coverage:
             names = {n.upper() for n in (answer["name"], *answer.get("also_at_this_address", []))}
             if macro.name.upper() in names:
                 coverage.resolved += 1
+                own = answer if answer["name"].upper() == macro.name.upper() else None
+                if own is None:  # another name answered: ask for this one to see where its base came from
+                    own = registers.lookup_register(table, chip, name=macro.name, revision=revision)
+                coverage.resolved_by[resolution_kind(own)] += 1
             else:
                 coverage.failures.append((label, f"0x{address:08X} answers {answer['name']}"))
     return coverage
@@ -106,6 +143,7 @@ class Census:
     header_complete: int = 0
     header_gaps: list[tuple[str, str]] = field(default_factory=list)
     gap_kinds: Counter[str] = field(default_factory=Counter)
+    header_by_alias: int = 0  # complete through another register at the same place (an alias)
     manual_registers: int = 0
     manual_compared: int = 0  # manual registers the headers also describe field by field
     manual_agree: int = 0
@@ -126,15 +164,11 @@ def census(table: Any, chip: str, revision: str | None) -> Census:
             continue
         if answer["fields"] and answer["reset"] is not None:
             result.header_complete += 1
+            result.header_by_alias += "same_register_as" in answer
             continue
-        why = "no fields" if not answer["fields"] else answer["reset_from"]
+        why = answer.get("note", "no fields") if not answer["fields"] else answer["reset_from"]
         result.header_gaps.append((macro.name, why))
-        if not answer["fields"]:
-            result.gap_kinds["no fields in manual or header (hand-written alias)"] += 1
-        elif any(f["reset"] in ("x", None) or f["bits"] == "?" for f in answer["fields"]):
-            result.gap_kinds["fields, but a default the sources leave undefined (x / see fields)"] += 1
-        else:
-            result.gap_kinds["other"] += 1
+        result.gap_kinds[gap_kind(answer, bool(index.trm))] += 1
     for name in sorted(index.trm):
         result.manual_registers += 1
         try:
@@ -155,6 +189,27 @@ def census(table: Any, chip: str, revision: str | None) -> Census:
     return result
 
 
+def gap_kind(answer: dict[str, Any], has_manual: bool) -> str:
+    """Why a header register has no fields or no reset, in the census's classes."""
+    if answer["fields"]:
+        if any(_undefined(f["reset"]) or f["bits"] == "?" for f in answer["fields"]):
+            return "fields, but a default the sources leave undefined (x / see fields)"
+        return "other"
+    note = str(answer.get("note", ""))
+    if "several registers with fields share" in note:
+        return "no field comments upstream; several registers share its address"
+    if "address is unknown" in note:
+        return "no field comments upstream; address unknown"
+    if not has_manual:
+        return "no field comments upstream; no manual for the chip"
+    return "no field comments upstream; no manual register by name, prefix or address"
+
+
+def _undefined(reset: str | None) -> bool:
+    """``x`` (headers) or one ``x`` per bit (the manual's ``xxxxxxxx``): a default left undefined."""
+    return reset is None or re.fullmatch(r"[xX]+", reset) is not None
+
+
 def _first_instance(index: registers.ChipIndex, name: str) -> str:
     """A parameterised manual register is compared at its first instance the headers define."""
     instances = registers.manual_instances(index.trm[name][0].register)
@@ -167,13 +222,15 @@ def render_report(results: list[Census]) -> str:
     lines = [
         "# Register census: headers vs manual",
         "",
-        "| chip | header registers with fields + reset | manual registers compared | agree with headers |",
-        "|---|---|---|---|",
+        "| chip | header registers with fields + reset | ... of them through an alias | "
+        "manual registers compared | agree with headers |",
+        "|---|---|---|---|---|",
     ]
     for r in results:
         complete = f"{r.header_complete}/{r.header_registers} ({_pct(r.header_complete, r.header_registers)})"
         agree = f"{r.manual_agree}/{r.manual_compared} ({_pct(r.manual_agree, r.manual_compared)})"
-        lines.append(f"| {r.scope} | {complete} | {r.manual_compared}/{r.manual_registers} | {agree} |")
+        compared = f"{r.manual_compared}/{r.manual_registers}"
+        lines.append(f"| {r.scope} | {complete} | {r.header_by_alias} | {compared} | {agree} |")
     totals: Counter[str] = Counter()
     for r in results:
         totals.update(r.kinds)
@@ -238,6 +295,11 @@ def _cmd_addresses(args: argparse.Namespace) -> int:
             f"{cov.scope:18s} {cov.resolved:6d}/{cov.checked:6d} {cov.share:7.2%}"
             f"  ({len(cov.not_memory_mapped)} not memory-mapped)"
         )
+        by = ", ".join(f"{k} {v}" for k, v in cov.resolved_by.most_common() if k != "header expression")
+        if by:
+            print(f"    bases not in the headers: {by}")
+        if cov.failures:
+            print("    unresolved: " + ", ".join(f"{k} {v}" for k, v in cov.failure_kinds().most_common()))
         for label, why in cov.failures[: args.show]:
             print(f"    {label}: {why}")
     checked = sum(c.checked for c in results)

@@ -14,7 +14,8 @@ import bisect
 import difflib
 import itertools
 import re
-from collections import defaultdict
+from collections import ChainMap, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,12 @@ _NOT_ARITHMETIC = re.compile(r"[^0-9a-fA-FxX+\-*/()<>|&~?:=! \t]|!(?!=)")
 _BASE_NAME = re.compile(r"DR_REG_\w+_BASE")
 _REGISTER_NAME = re.compile(r"_REG(?:_\d+)?$")  # X_REG, X_REG_1; not SET_PERI_REG_MASK
 _C_COMMENT = re.compile(r"/\*.*?\*/|//.*$")
+_PROVIDE_LINE = re.compile(r"^\s*PROVIDE\s*\(\s*([A-Za-z_]\w*)\s*=\s*(0[xX][0-9a-fA-F]+|\d+)\s*\)\s*;")
+_EXTERN = re.compile(r"^\s*extern\s+(?:volatile\s+)?([A-Za-z_]\w*)\s+([A-Za-z_]\w*)\s*;", re.M)
+_MAP_ROW = re.compile(r"^(?P<name>[^|\n]+?)\s*\|\s*(?P<low>0x[0-9A-Fa-f_]+)\s*\|\s*0x[0-9A-Fa-f_]+", re.M)
+_LINKER_SCRIPT = ".peripherals.ld"  # components/soc/<chip>/ld/<chip>.peripherals.ld
+# accessors that read hardware: an address computed with one exists only at run time
+_RUNTIME_READS = frozenset(("REG_READ", "REG_GET_FIELD", "REG_GET_BIT", "READ_PERI_REG", "GET_PERI_REG_MASK"))
 _MAX_ROWS = 200_000
 _OFFSET_LIMIT = 0x10000  # documented addresses below this are offsets from a peripheral base
 _INSTANCE_LIMIT = 16
@@ -146,7 +153,7 @@ class Macro:
 
 
 def evaluate(
-    expression: str, macros: dict[str, Macro], depth: int = 0, memo: dict[str, int | None] | None = None
+    expression: str, macros: Mapping[str, Macro], depth: int = 0, memo: dict[str, int | None] | None = None
 ) -> int | None:
     """Value of a header address expression (macros expanded), or None when it is not constant.
 
@@ -250,7 +257,7 @@ def _ternary_to_python(expression: str) -> str:
 
 
 def _expand(
-    expression: str, macros: dict[str, Macro], depth: int, memo: dict[str, int | None] | None
+    expression: str, macros: Mapping[str, Macro], depth: int, memo: dict[str, int | None] | None
 ) -> str | None:
     out: list[str] = []
     position = 0
@@ -356,7 +363,21 @@ class ChipIndex:
     _bases: dict[str, int] | None = None
     _field_owners: dict[str, list[str]] | None = None
     _base_owners: list[tuple[int, list[str]]] | None = None
-    _chapter_bases: dict[tuple[str, str], tuple[int, str] | None] = field(default_factory=dict)
+    # (chapter, prefix[@base]) -> (votes per (base value, base macro), whether siblings use several bases)
+    _chapter_bases: dict[tuple[str, str], tuple[dict[tuple[int, str], int], bool]] = field(
+        default_factory=dict
+    )
+    linker: dict[str, int] = field(default_factory=dict)  # PROVIDE(NAME = value) of the chip's .ld
+    linker_file: str | None = None
+    memory_map: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)  # manual's table
+    table: Any = None  # the store, for the struct headers' instance declarations read on demand
+    _externs: dict[str, list[tuple[str, str]] | None] = field(default_factory=dict)
+    _base_sources: dict[str, tuple[BaseSource | None, str]] = field(default_factory=dict)
+    _overlay_memos: dict[tuple[str, str, int], dict[str, int | None]] = field(default_factory=dict)
+    _source_cache: dict[tuple[Any, ...], Any] = field(
+        default_factory=dict
+    )  # per missing base, not per register
+    _base_keys: list[tuple[str, Macro]] | None = None  # (_base_key, macro) of every *_BASE macro
 
     def header_registers(self) -> list[Macro]:
         """Register macros (``X_REG``, ``X_REG(i)``, ``X_REG_1``), not base, field or accessor macros."""
@@ -440,6 +461,13 @@ def _quote(value: str) -> str:
     return "'" + value + "'"
 
 
+def _quote_path(value: str) -> str:
+    """A repository path taken from a stored row, quoted for a filter."""
+    if not re.fullmatch(r"[A-Za-z0-9_./\-]+", value):
+        raise ValueError(f"refusing to filter on {value!r}: not a plain repository path")
+    return "'" + value + "'"
+
+
 def _in_revision(row: dict[str, Any], revision: str | None) -> bool:
     return revision is None or not row["revisions"] or revision in row["revisions"]
 
@@ -450,13 +478,17 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
     key = (id(table), table.version, chip, revision, release)
     if key in _INDEX_CACHE:
         return _INDEX_CACHE[key][1]
-    index = ChipIndex(chip, revision)
+    index = ChipIndex(chip, revision, table=table)
     columns = ["text", "chips", "revisions", "source_doc", "section_path", "file_path", "chunk_index"]
     columns += ["source_version", "source_commit"]
     # "Register " is tested here, not in SQL: a LIKE over every text is 5x slower than the fetch
     trm_where = f"doc_type = 'trm' AND array_has(chips, {_quote(chip)})"
     for row in _rows(table, trm_where, columns):
-        if not _in_revision(row, revision) or "Register " not in row["text"]:
+        if not _in_revision(row, revision):
+            continue
+        if row["section_path"].endswith("Address Mapping"):
+            _collect_memory_map(row, index)
+        if "Register " not in row["text"]:
             continue
         for register in register_blocks(row["text"]):
             entries = index.trm.setdefault(register["name"], [])
@@ -466,10 +498,15 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
                 index.parameterised.append((pattern, register["name"]))
     src_where = (
         f"doc_type = 'src' AND array_has(chips, {_quote(chip)}) AND "
-        "(source_doc LIKE '%\\_reg.h' ESCAPE '\\' OR source_doc IN ('soc.h', 'reg_base.h'))"
+        "(source_doc LIKE '%\\_reg.h' ESCAPE '\\' OR source_doc IN ('soc.h', 'reg_base.h') "
+        f"OR source_doc LIKE '%{_LINKER_SCRIPT}')"
     )
     for row in _rows(table, src_where, [*columns, "symbol_refs", "releases"]):
-        if _in_revision(row, revision) and (release is None or release in row["releases"]):
+        if not _in_revision(row, revision) or (release is not None and release not in row["releases"]):
+            continue
+        if row["source_doc"].endswith(_LINKER_SCRIPT):
+            _collect_linker(row, index)
+        else:
             _collect_macros(row, index)
     if len(_INDEX_CACHE) > 64:
         _INDEX_CACHE.clear()
@@ -507,6 +544,25 @@ def _collect_macros(row: dict[str, Any], index: ChipIndex) -> None:
         if match.re is _CARD_LINE:
             owner = name
             index.header_fields[name] = []
+
+
+def _collect_memory_map(row: dict[str, Any], index: ChipIndex) -> None:
+    """Rows of the manual's Module/Peripheral Address Mapping table: ``H264 DMA | 0x500A_7000 | ...``.
+    Tables of offsets (ESP32-S2 lists UART0 at 0x0000_0000) and the bus-level tables are left out."""
+    if "Peripheral" not in row["section_path"].rsplit(" > ", 1)[-1]:
+        return
+    for match in _MAP_ROW.finditer(row["text"]):
+        name, low = match.group("name").strip(" *"), int(match.group("low").replace("_", ""), 16)
+        if low >= _OFFSET_LIMIT and name and name.lower() != "reserved":
+            index.memory_map.append((name, low, row))
+
+
+def _collect_linker(row: dict[str, Any], index: ChipIndex) -> None:
+    """``PROVIDE ( UART0 = 0x60000000 );`` lines: where the linker puts each peripheral instance."""
+    index.linker_file = row["file_path"]
+    for line in row["text"].splitlines():
+        if (match := _PROVIDE_LINE.match(line)) is not None:
+            index.linker.setdefault(match.group(1), int(match.group(2), 0))
 
 
 def _field(match: re.Match[str]) -> dict[str, Any]:
@@ -606,9 +662,38 @@ def _header_defines(index: ChipIndex, name: str, documented: str | None) -> list
 
 
 def _absolute(index: ChipIndex, macro: Macro, instance: int = 0) -> int | None:
-    args = ",".join(str(instance) for _ in macro.params or ())
-    call = f"{macro.name}({args})" if macro.params is not None else macro.name
-    return evaluate(call, index.macros, memo=index.memo)
+    """The macro's address at ``instance``: its parameter for ``X_REG(i)`` (over a linker-placed
+    base, the instance numbered i), else the instance of a base only the linker script places
+    (I2C_CTR_REG at I2C0, I2C1)."""
+    value = evaluate(_call(macro, instance), index.macros, memo=index.memo)
+    if value is not None:
+        return value if macro.params or instance == 0 else None
+    source, _ = base_source(index, macro)
+    if source is None:
+        return None
+    if source.params is not None:  # DR_REG_USB_BASE(i): the parameter picks the instance
+        chosen = source.index_of(instance) if len(source.instances) > 1 else 0
+    else:
+        chosen = instance if not macro.params else 0 if len(source.instances) == 1 else None
+    if chosen is None or chosen >= len(source.instances):
+        return None
+    macros, memo = _overlay(index, source, chosen)
+    return evaluate(_call(macro, instance), macros, memo=memo)
+
+
+def _absolute_plain(index: ChipIndex, macro: Macro) -> int | None:
+    """The macro's address at instance 0 from the headers alone."""
+    return evaluate(_call(macro, 0), index.macros, memo=index.memo)
+
+
+def _base_instance(index: ChipIndex, macro: Macro, instance: int) -> int:
+    """Which instance of the macro's base source an instance of the macro uses."""
+    source, _ = base_source(index, macro)
+    if source is None:
+        return 0
+    if source.params is not None and len(source.instances) > 1:
+        return source.index_of(instance) or 0
+    return 0 if macro.params else instance
 
 
 def _derivation(index: ChipIndex, macro: Macro, limit: int = 5) -> str:
@@ -632,7 +717,11 @@ def _base_macro(expression: str) -> str | None:
     return found[0] if found else None
 
 
-def _describe_register(index: ChipIndex, name: str, header_instance: int = 0) -> dict[str, Any]:
+def _describe_register(
+    index: ChipIndex, name: str, header_instance: int = 0, join: bool = True
+) -> dict[str, Any]:
+    """One register's merged answer. ``join``: a register neither source gives fields for takes
+    them from the one register with fields at the same address (an alias), saying so."""
     hit = _find_trm(index, name)
     documented = hit[0].register["name"] if hit else None
     defines = _header_defines(index, name, documented)
@@ -673,13 +762,12 @@ def _describe_register(index: ChipIndex, name: str, header_instance: int = 0) ->
     else:
         manual = None
         answer.update(documented_as=None, address=None, chapter=None)
-        answer["note"] = (
-            "not in the Technical Reference Manual; fields and reset from the SoC header"
-            if header_fields
-            else "not in the Technical Reference Manual; header definition only (no field comments)"
-        )
+        if header_fields:
+            answer["note"] = "not in the Technical Reference Manual; fields and reset from the SoC header"
     answer.update(merge_views(manual, header_fields, header.file_path if header is not None else None))
     answer.update(_absolute_answer(index, answer, exact, header_instance))
+    if not header_fields:
+        answer.update(_layout_note(index, answer, manual, exact or defines, join))
     answer["header_defines"] = [
         {
             "name": m.name + (f"({', '.join(m.params)})" if m.params is not None else ""),
@@ -690,6 +778,127 @@ def _describe_register(index: ChipIndex, name: str, header_instance: int = 0) ->
         for m in defines
     ]
     return answer
+
+
+def _layout_note(
+    index: ChipIndex,
+    answer: dict[str, Any],
+    manual: dict[str, Any] | None,
+    defines: list[Macro],
+    join: bool,
+) -> dict[str, Any]:
+    """Say precisely that the headers document no fields, and where the layout comes from: the
+    manual, another register at the same address (an alias such as INTERRUPT_CORE0_* for
+    INTPRI_CORE0_*), or nowhere. Only the generated ``FIELD : access; bitpos; default`` comments
+    count: some hand-written headers (ieee802154_reg.h) define bare mask/shift macros, with no
+    access or default."""
+    head = (
+        f"the ESP-IDF headers document no fields of this register ({_file_name(defines[0].file_path)} "
+        "has no 'FIELD : access; bitpos; default' comment for it upstream)"
+        if defines
+        else "no ESP-IDF header defines this register"
+    )
+    if manual is not None and answer["fields"]:
+        return {"note": f"{head}; fields and reset from the Technical Reference Manual"}
+    if manual is not None:
+        return {"note": f"{head}, and the Technical Reference Manual lists no fields for it"}
+    address = answer.get("address_absolute")
+    if address is None:
+        return {
+            "note": f"{head}; its address is unknown (see absolute_from), so no register at the same "
+            "address can stand in"
+        }
+    twins = _same_address_layouts(index, answer["name"], int(address, 16)) if join else []
+    renamed = (
+        _manual_under_prefix(index, answer["name"], defines, int(address, 16)) if join and not twins else None
+    )
+    if renamed is not None:
+        twin, offset = renamed
+        adopted = {
+            key: twin[key]
+            for key in ("fields", "reset", "reset_by_source", "disagreements", "reset_partial", "chapter")
+            if key in twin
+        }
+        return {
+            **adopted,
+            "reset_from": f"{twin['reset_from']}, of {twin['name']}",
+            "sources": {**twin["sources"], HEADERS: None},
+            "same_register_as": twin["name"],
+            "note": f"{head}; the manual documents it as {twin['name']} ({twin['chapter']}): the same name "
+            f"but for the peripheral prefix, at the same offset 0x{offset:X} from the block's base, so its "
+            "fields and reset answer",
+        }
+    if len(twins) == 1:
+        twin = twins[0]
+        documented = "the manual" if twin["sources"][MANUAL] else f"{_file_name(twin['sources'][HEADERS])}"
+        adopted = {
+            key: twin[key]
+            for key in ("fields", "reset", "reset_by_source", "sources", "disagreements", "reset_partial")
+            if key in twin
+        }
+        return {
+            **adopted,
+            "reset_from": f"{twin['reset_from']}, of {twin['name']}",
+            "same_register_as": twin["name"],
+            "note": f"{head}; {twin['name']} sits at the same address ({address}) and {documented} documents "
+            f"its fields, so its fields and reset answer",
+        }
+    manual_clause = (
+        f"{index.chip} has no Technical Reference Manual in the store"
+        if not index.trm
+        else "the Technical Reference Manual has no register of this name, and none the tool places "
+        f"at {address}"
+    )
+    if len(twins) > 1:
+        names = ", ".join(t["name"] for t in twins)
+        return {"note": f"{head}; several registers with fields share {address} ({names}): none is taken"}
+    return {"note": f"{head}; {manual_clause}; fields and reset unknown"}
+
+
+def _manual_under_prefix(
+    index: ChipIndex, name: str, defines: list[Macro], address: int
+) -> tuple[dict[str, Any], int] | None:
+    """The manual register a header register is under another peripheral prefix: ESP32-S3's
+    SDMMC_CTRL_REG is the manual's SDHOST_CTRL_REG (ESP32's: CTRL_REG). Both the name after the
+    prefix and the offset from the peripheral base must agree, and only one manual register may."""
+    if not index.trm or not defines or "_" not in name:
+        return None
+    base_name = _base_macro(defines[0].body)
+    base = evaluate(base_name, index.macros, memo=index.memo) if base_name else None
+    if base is None:
+        owner = index.owning_base(address)
+        base = owner[0] if owner is not None else None
+    if base is None:
+        return None
+    offset = address - base
+    tail = name.upper().split("_", 1)[1]
+    found = [
+        other
+        for other, entries in index.trm.items()
+        if other.upper() != name.upper()
+        and (other.upper() == tail or [*other.upper().split("_", 1), ""][1] == tail)
+        and other not in index.macros
+        and _parse_offset(entries[0].register["address"]) == offset
+    ]
+    if len(found) != 1:
+        return None
+    answer = _describe_register(index, found[0], join=False)
+    return (answer, offset) if answer["fields"] else None
+
+
+def _same_address_layouts(index: ChipIndex, name: str, address: int) -> list[dict[str, Any]]:
+    """Answers of the other registers at ``address`` that have fields of their own."""
+    found: list[dict[str, Any]] = []
+    for other, instance in index.addresses().get(address, []):
+        if other.upper() == name.upper() or any(f["name"] == other for f in found):
+            continue
+        try:
+            answer = _describe_register(index, other, header_instance=instance, join=False)
+        except ValueError:
+            continue
+        if answer["fields"] and answer["name"] not in {f["name"] for f in found}:
+            found.append(answer)
+    return found
 
 
 def _instance_address(documented: str | None, instance: dict[str, str]) -> str | None:
@@ -709,17 +918,36 @@ def _absolute_answer(
     """Absolute address from the header expression (instance 0 of a parameterised macro), else
     from the documented offset plus the chapter's peripheral base."""
     for macro in defines:
-        value = _absolute(index, macro, header_instance if macro.params else 0)
-        if value is not None:
-            instance = f" (instance {header_instance})" if macro.params else ""
-            return {
-                "address_absolute": f"0x{value:08X}",
-                "absolute_from": _derivation(index, macro) + instance,
-            }
+        instances = base_instances(index, macro)
+        instance = header_instance if macro.params or header_instance < instances else 0
+        value = _absolute(index, macro, instance)
+        if value is None:
+            continue
+        label = f" (instance {instance})" if macro.params else ""
+        out: dict[str, Any] = {
+            "address_absolute": f"0x{value:08X}",
+            "absolute_from": _derivation(index, macro) + label,
+        }
+        if evaluate(_call(macro, instance), index.macros, memo=index.memo) is None:
+            source, _ = base_source(index, macro)
+            assert source is not None  # the value came from it
+            at = _base_instance(index, macro, instance)
+            out["absolute_from"] += "; " + source.explain(at)
+            out["base_from"] = source.as_json(at)
+            if len(source.instances) > 1:
+                out["instances"] = [
+                    {
+                        "instance": source.instances[_base_instance(index, macro, k)][0],
+                        "address": f"0x{v:08X}",
+                    }
+                    for k, v in instance_addresses(index, macro)
+                ]
+        return out
     offset = _parse_offset(answer.get("address"))
     if offset is not None and offset >= _OFFSET_LIMIT:
         return {"address_absolute": f"0x{offset:08X}", "absolute_from": "the manual gives it absolute"}
-    base = _chapter_base(index, answer.get("file_path"), answer.get("documented_as") or answer["name"])
+    uses = _expression_base(index, defines)
+    base = _chapter_base(index, answer.get("file_path"), answer.get("documented_as") or answer["name"], uses)
     if offset is not None and base is not None:
         return {
             "address_absolute": f"0x{base[0] + offset:08X}",
@@ -731,12 +959,22 @@ def _absolute_answer(
     return {"address_absolute": None, "absolute_from": "peripheral base unknown"}
 
 
-def expression_problems(index: ChipIndex, macro: Macro) -> list[str]:
-    """Why a macro's address cannot be computed: names no header of the chip defines (upstream
-    holes such as ESP32-C3's DR_REG_GPIO_SD_BASE), function-like macros used without arguments
-    (ESP32-H21's DR_REG_UHCI_BASE(i))."""
-    scope = index.chip + (f" {index.revision}" if index.revision else "")
-    problems: list[str] = []
+@dataclass(frozen=True)
+class Unresolved:
+    """A name that stops a header address expression: ``undefined`` (no header of the chip defines
+    it), ``bare`` (a function-like macro used without arguments), ``call`` (a C function, such as
+    rv_utils_get_core_id()) or ``read`` (a hardware read such as REG_GET_FIELD). ``user`` is the
+    macro whose body names it; ``arity`` the number of arguments it is called with (None: bare)."""
+
+    name: str
+    kind: str
+    user: Macro
+    arity: int | None = None
+
+
+def unresolved_names(index: ChipIndex, macro: Macro) -> list[Unresolved]:
+    """Every name that keeps ``macro`` from evaluating to a constant, with the macro using it."""
+    found: list[Unresolved] = []
     queue, seen = [macro], {macro.name}
     while queue:
         current = queue.pop()
@@ -747,14 +985,453 @@ def expression_problems(index: ChipIndex, macro: Macro) -> list[str]:
             if _inside_number(current.body, match.start()):
                 continue
             seen.add(name)
-            if name not in index.macros:
-                problems.append(f"uses {name}, which no {scope} header defines")
-                continue
-            called = current.body[match.end() :].lstrip().startswith("(")
-            if index.macros[name].params is not None and not called:
-                problems.append(f"uses {name} without arguments, but it is defined as {name}(...)")
-            queue.append(index.macros[name])
-    return problems
+            args, _ = _call_args(current.body, match.end())
+            arity = len(args) if args is not None else None
+            if name in _RUNTIME_READS:
+                found.append(Unresolved(name, "read", current, arity))
+            elif name not in index.macros:
+                kind = "call" if arity is not None and not name.isupper() else "undefined"
+                found.append(Unresolved(name, kind, current, arity))
+            else:
+                if index.macros[name].params is not None and arity is None:
+                    found.append(Unresolved(name, "bare", current))
+                queue.append(index.macros[name])
+    return found
+
+
+def expression_problems(index: ChipIndex, macro: Macro) -> list[str]:
+    """Why a macro's address cannot be computed, one sentence per cause: a base no header of the
+    chip defines and no other source gives (ESP32-S31's DR_REG_DAC_BASE), an address chosen at run
+    time (ESP32-P4's INTERRUPT_CORE0_CPU_INT_THRESH_REG calls rv_utils_get_core_id()), ..."""
+    source, why = base_source(index, macro)
+    return [] if source is not None else [why] if why else []
+
+
+# ---------------------------------------------------------------- bases the headers leave undefined
+
+
+@dataclass(frozen=True)
+class BaseSource:
+    """Where a base the register headers use but do not define comes from.
+
+    ``kind`` is ``linker instance`` (the companion ``*_struct.h`` declares the instance, e.g.
+    ``extern i2c_dev_t I2C0;``, and the chip's ``.peripherals.ld`` PROVIDEs its address) or
+    ``base renamed`` (a header defines the same base under a name that differs only by
+    underscores, a ``DR_``/``REG_``/``SOC_`` prefix or an instance number: DR_REG_LPINTR_BASE ->
+    DR_REG_LP_INTR_BASE). ``instances`` are (label, value, definition body): several for a
+    peripheral with several instances (I2C0, I2C1), each a place the header's registers exist.
+    ``params``: the base is used as a function-like macro (``DR_REG_USB_BASE(i)``)."""
+
+    name: str
+    params: tuple[str, ...] | None
+    kind: str
+    instances: tuple[tuple[str, int, str], ...]
+    origin: str  # the sentence saying where the base comes from
+    file_path: str  # the file giving the value (.ld or header)
+    agrees: tuple[str, ...] = ()  # other sources giving the same value
+
+    def explain(self, instance: int = 0) -> str:
+        label, value, _ = self.instances[instance]
+        where = f" (instance {label})" if len(self.instances) > 1 else ""
+        agrees = f"; {', '.join(self.agrees)} agree" if self.agrees else ""
+        return f"{self.name} = 0x{value:08X}{where}: {self.origin}{agrees}"
+
+    def as_json(self, instance: int = 0) -> dict[str, Any]:
+        label, value, _ = self.instances[instance]
+        return {
+            "macro": self.name,
+            "value": f"0x{value:08X}",
+            "instance": label,
+            "kind": self.kind,
+            "source": self.origin,
+            "file_path": self.file_path,
+            "agrees_with": list(self.agrees),
+        }
+
+    def index_of(self, number: int) -> int | None:
+        """The instance a parameter value selects: the one whose label ends in that number
+        (``DR_REG_USB_BASE(1)`` -> USB_OTG_FS_CORE1), or the only one at 0."""
+        if len(self.instances) == 1:
+            return 0 if number == 0 else None
+        for position, (label, _, _) in enumerate(self.instances):
+            digits = re.search(r"(\d+)$", label)
+            if digits is not None and int(digits.group(1)) == number:
+                return position
+        return None
+
+
+def base_source(index: ChipIndex, macro: Macro) -> tuple[BaseSource | None, str]:
+    """For a register whose header expression does not evaluate: the source of its missing base, or
+    (None, why not). Only a single missing base is looked up; an address chosen at run time or a
+    base two sources give differently stays unresolved, and the reason says so."""
+    if macro.name not in index._base_sources:
+        index._base_sources[macro.name] = _find_base_source(index, macro)
+    return index._base_sources[macro.name]
+
+
+def _find_base_source(index: ChipIndex, macro: Macro) -> tuple[BaseSource | None, str]:
+    scope = index.chip + (f" {index.revision}" if index.revision else "")
+    problems = unresolved_names(index, macro)
+    if not problems:
+        return None, ""
+    runtime = [p for p in problems if p.kind in ("call", "read")]
+    if runtime:
+        first = runtime[0]
+        what = f"calls {first.name}()" if first.kind == "call" else f"reads a register with {first.name}"
+        return None, (
+            f"has no fixed address: {first.user.name} ({_file_name(first.user.file_path)}) {what}, "
+            "so the register is chosen at run time"
+        )
+    if len({p.name for p in problems}) > 1:
+        return None, "; ".join(_problem_text(p, scope) for p in problems)
+    problem = problems[0]
+    head = _problem_text(problem, scope)
+    linker, linker_why = _linker_instances(index, problem, problem.user.file_path)
+    if linker is None and problem.user.file_path != macro.file_path and problem.arity is None:
+        # the base is missing from a shared macro (ESP32-H21 soc.h: DR_REG_I2C_BASE(i) =
+        # DR_REG_I2C_EXT0_BASE + (i) * 0x1000): the register header's own instances place it
+        linker, linker_why = _shared_base(index, macro, problem)
+    count = len(linker.instances) if linker is not None else 0
+    renamed = _renamed_base(index, problem, count) if problem.kind == "undefined" else None
+    manual = _manual_map_base(index, problem) if problem.kind == "undefined" else None
+    found = [c for c in (linker, renamed, manual) if c is not None]
+    if not found:
+        hint = _near_names(index, problem.name) if problem.kind == "undefined" else ""
+        return None, f"{head}; {linker_why}{hint}"
+    primary, others = found[0], found[1:]
+    for other in others:
+        if not _agree(index, primary, other):
+            return None, (
+                f"{head}; the sources disagree: {primary.origin} gives {_values(primary)}; "
+                f"{other.origin} gives {_values(other)}"
+            )
+    witnesses = [_witness(o) for o in others]
+    if primary.kind != "base renamed" and renamed is None:
+        witnesses += _header_bases_at(index, primary)
+    if primary.kind != "linker instance":
+        witnesses += _linker_symbols_at(index, primary)
+    return _with_agreement(primary, list(dict.fromkeys(witnesses))), ""
+
+
+def _agree(index: ChipIndex, a: BaseSource, b: BaseSource) -> bool:
+    """Do two sources put the base's instances at the same addresses? A function-like twin
+    (REG_TWAI_BASE(i)) is evaluated at each instance's number (TWAI2 -> REG_TWAI_BASE(2))."""
+    aliases = [x for x in (a, b) if x.kind == "base renamed" and x.params is not None]
+    if not aliases:
+        return sorted(v for _, v, _ in a.instances) == sorted(v for _, v, _ in b.instances)
+    twin = aliases[0]
+    other = b if twin is a else a
+    for position, (label, value, _) in enumerate(other.instances):
+        digits = re.search(r"(\d+)$", label)
+        number = int(digits.group(1)) if digits is not None and len(other.instances) > 1 else position
+        args = ", ".join([str(number)] * len(twin.params or ()))
+        if evaluate(f"{twin.instances[0][0]}({args})", index.macros, memo=index.memo) != value:
+            return False
+    return True
+
+
+def _problem_text(problem: Unresolved, scope: str) -> str:
+    if problem.kind == "bare":
+        return f"uses {problem.name} without arguments, but it is defined as {problem.name}(...)"
+    return f"uses {problem.name}, which no {scope} header defines"
+
+
+def _file_name(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def _values(source: BaseSource) -> str:
+    return ", ".join(f"{label} 0x{value:08X}" for label, value, _ in source.instances)
+
+
+def _with_agreement(source: BaseSource, agrees: list[str]) -> BaseSource:
+    return BaseSource(**{**source.__dict__, "agrees": tuple(agrees)})
+
+
+def _witness(source: BaseSource) -> str:
+    """A second source's name for the same base, short: ``soc.h REG_I2C_BASE(0), REG_I2C_BASE(1)``."""
+    if source.kind == "manual memory map":
+        return "the manual's address map: " + ", ".join(f"'{label}'" for label, _, _ in source.instances)
+    if source.kind == "linker instance":
+        return f"{_file_name(source.file_path)} " + ", ".join(label for label, _, _ in source.instances)
+    return f"{_file_name(source.file_path)} " + ", ".join(body for _, _, body in source.instances)
+
+
+def _map_keys(name: str) -> set[str]:
+    """``Two-wire Automotive Interface 0 (TWAI0)`` -> {TWOWIREAUTOMOTIVEINTERFACE0, TWAI0}."""
+    keys = {re.sub(r"[^A-Z0-9]", "", part.upper()) for part in re.findall(r"\(([^()]*)\)", name)}
+    keys.add(re.sub(r"[^A-Z0-9]", "", re.sub(r"\([^()]*\)", "", name).upper()))
+    return {k for k in keys if k}
+
+
+def _manual_map_base(index: ChipIndex, problem: Unresolved) -> BaseSource | None:
+    """The manual's Module/Peripheral Address Mapping row named like the missing base (its name or
+    its abbreviation, spaces and punctuation aside): ``H264 DMA`` for DR_REG_H264_DMA_BASE; rows
+    numbered after it (TWAI0, TWAI1, ...) are the instances of a base used without arguments."""
+    cache_key = ("map", problem.name, problem.arity)
+    if cache_key not in index._source_cache:
+        index._source_cache[cache_key] = _find_manual_map_base(index, problem)
+    return index._source_cache[cache_key]  # type: ignore[no-any-return]
+
+
+def _find_manual_map_base(index: ChipIndex, problem: Unresolved) -> BaseSource | None:
+    key = _base_key(problem.name)
+    if not key or problem.arity is not None or not index.memory_map:
+        return None
+    same = [(n, v, r) for n, v, r in index.memory_map if key in _map_keys(n)]
+    numbered = sorted(
+        (int(tail), n, v, r)
+        for n, v, r in index.memory_map
+        for k in _map_keys(n)
+        if (tail := k.removeprefix(key)) != k and tail.isdigit()
+    )
+    rows = same if same else [(n, v, r) for _, n, v, r in numbered]
+    if not rows or len(same) > 1 or len({v for _, v, _ in rows}) != len(rows):
+        return None
+    table = rows[0][2]["section_path"].rsplit(" > ", 1)[-1]
+    listed = ", ".join(f"'{n}' at 0x{v:08X}" for n, v, _ in rows)
+    origin = f"the manual's {table} table ({rows[0][2]['source_doc']}): {listed}"
+    instances = tuple((n, v, f"0x{v:08X}") for n, v, _ in rows)
+    return BaseSource(problem.name, None, "manual memory map", instances, origin, rows[0][2]["file_path"])
+
+
+def _struct_externs(index: ChipIndex, register_file: str) -> list[tuple[str, str]] | None:
+    """``extern T NAME;`` declarations of the register header's companion ``X_struct.h`` (same
+    folder), read from the store on first need; None when the store has no such header."""
+    if not register_file.endswith("_reg.h") or index.table is None:
+        return None
+    struct_file = register_file.removesuffix("_reg.h") + "_struct.h"
+    if struct_file not in index._externs:
+        where = f"doc_type = 'src' AND file_path = {_quote_path(struct_file)}"
+        rows = _rows(index.table, where, ["text"])
+        externs = [(m.group(1), m.group(2)) for row in rows for m in _EXTERN.finditer(row["text"])]
+        index._externs[struct_file] = list(dict.fromkeys(externs)) if rows else None
+    return index._externs[struct_file]
+
+
+def _linker_instances(index: ChipIndex, problem: Unresolved, file_path: str) -> tuple[BaseSource | None, str]:
+    """The instances the companion struct header of ``file_path`` declares, at the addresses the
+    linker script gives."""
+    cache_key = ("linker", problem.name, problem.arity, file_path)
+    if cache_key not in index._source_cache:
+        index._source_cache[cache_key] = _find_linker_instances(index, problem, file_path)
+    return index._source_cache[cache_key]  # type: ignore[no-any-return]
+
+
+def _find_linker_instances(
+    index: ChipIndex, problem: Unresolved, file_path: str
+) -> tuple[BaseSource | None, str]:
+    struct_name = _file_name(file_path).removesuffix("_reg.h") + "_struct.h"
+    externs = _struct_externs(index, file_path)
+    if externs is None:
+        return None, f"no {struct_name} in the store declares an instance of {_file_name(file_path)}"
+    if not externs:
+        return None, f"{struct_name} declares no instance (no extern object) for a linker script to place"
+    if index.linker_file is None:
+        return None, f"the store has no {index.chip}{_LINKER_SCRIPT} to place {struct_name}'s instances"
+    ld = _file_name(index.linker_file)
+    placed = [(t, n) for t, n in externs if n in index.linker]
+    types = sorted({t for t, _ in placed})
+    if not placed:
+        declared = ", ".join(n for _, n in externs)
+        return None, f"{struct_name} declares {declared}, which {ld} does not PROVIDE"
+    if len(types) > 1:
+        return None, f"{struct_name} declares instances of several types ({', '.join(types)}): ambiguous"
+    names = [n for _, n in placed]
+    instances = tuple((n, index.linker[n], f"0x{index.linker[n]:08X}") for n in names)
+    plural = "s" if len(names) > 1 else ""
+    origin = (
+        f"{ld} PROVIDE({', '.join(names)}), the instance{plural} of {types[0]} that {struct_name} declares"
+    )
+    params = tuple(f"_{k}" for k in range(problem.arity)) if problem.arity is not None else None
+    return BaseSource(problem.name, params, "linker instance", instances, origin, index.linker_file), ""
+
+
+def _shared_base(index: ChipIndex, macro: Macro, problem: Unresolved) -> tuple[BaseSource | None, str]:
+    """A base missing from a macro shared by several register headers, placed by the register
+    header's own instances: the base is instance 0's address, and every other instance the linker
+    places must come out of the header's arithmetic (DR_REG_I2C_BASE(1) == I2C1), else no answer."""
+    found, why = _linker_instances(index, problem, macro.file_path)
+    if found is None:
+        return None, why
+    numbered = [(found.index_of(n), n) for n in range(_INSTANCE_LIMIT)]
+    positions = {p: n for p, n in numbered if p is not None}
+    if 0 not in positions.values():
+        return None, f"{found.origin}, but none of them is numbered 0 to stand for {problem.name}"
+    first = next(p for p, n in positions.items() if n == 0)
+    label, value, body = found.instances[first]
+    source = BaseSource(problem.name, None, "linker instance", ((label, value, body),), "", found.file_path)
+    if len(found.instances) > 1 and not macro.params:
+        return None, f"{found.origin}: several instances, and {macro.name} has no instance parameter"
+    macros, memo = _overlay(index, source, 0)
+    start = evaluate(_call(macro, 0), macros, memo=memo)
+    for position, number in positions.items():
+        got = evaluate(_call(macro, number), macros, memo=memo)
+        want = None if start is None else start + found.instances[position][1] - value
+        if got is None or got != want:
+            user = f"{problem.user.name} ({_file_name(problem.user.file_path)})"
+            return None, f"{found.origin}, but {user} does not put {found.instances[position][0]} there"
+    user = problem.user.name + (
+        f"({', '.join(problem.user.params)})" if problem.user.params is not None else ""
+    )
+    others = ", ".join(found.instances[p][0] for p in positions if p != first)
+    one = len(positions) == 2
+    checked = (
+        f"; {others} {'is' if one else 'are'} where {user} puts {'it' if one else 'them'}" if others else ""
+    )
+    origin = (
+        f"{found.origin}; {label} is {problem.name}, the base {user} "
+        f"({_file_name(problem.user.file_path)}) adds the instance offset to{checked}"
+    )
+    return BaseSource(
+        problem.name, None, "linker instance", ((label, value, body),), origin, found.file_path
+    ), ""
+
+
+def _base_key(name: str) -> str:
+    """DR_REG_LP_INTR_BASE, REG_LPINTR_BASE, SOC_LPINTR_BASE -> LPINTR."""
+    stem = re.sub(r"^(?:DR_REG_|REG_|SOC_)", "", name.upper()).removesuffix("_BASE")
+    return stem.replace("_", "")
+
+
+def _renamed_base(index: ChipIndex, problem: Unresolved, count: int) -> BaseSource | None:
+    """A base a header defines under a name that differs only by underscores, a DR_/REG_/SOC_ prefix
+    or an instance number (DR_REG_RTCLOCKCALI_BASE -> DR_REG_RTCLOCKCALI0_BASE, ..1_BASE).
+
+    Used bare, the name takes an object-like twin (or a numbered family of them); called, a
+    function-like twin of the same arity. A function-like twin of a bare name (ESP32-S3's
+    REG_I2C_BASE(i) for DR_REG_I2C_BASE) only witnesses the ``count`` linker instances."""
+    cache_key = ("renamed", problem.name, problem.arity, count)
+    if cache_key not in index._source_cache:
+        index._source_cache[cache_key] = _find_renamed_base(index, problem, count)
+    return index._source_cache[cache_key]  # type: ignore[no-any-return]
+
+
+def _find_renamed_base(index: ChipIndex, problem: Unresolved, count: int) -> BaseSource | None:
+    key = _base_key(problem.name)
+    if not key or not problem.name.upper().endswith("_BASE"):
+        return None
+    if index._base_keys is None:
+        index._base_keys = [(_base_key(n), m) for n, m in index.macros.items() if n.upper().endswith("_BASE")]
+    same: list[Macro] = []
+    numbered: list[tuple[int, Macro]] = []
+    for other, macro in index._base_keys:
+        if other == key:
+            same.append(macro)
+        elif (tail := other.removeprefix(key)) != other and tail.isdigit():
+            numbered.append((int(tail), macro))
+    if len(same) > 1:
+        return None
+    twin = same[0] if same else None
+    if problem.arity is not None:  # DR_REG_UART_AHB_BASE(i) for REG_UART_AHB_BASE(i)
+        if twin is None or twin.params is None or len(twin.params) != problem.arity:
+            return None
+        value = evaluate(_call(twin, 0), index.macros, memo=index.memo)
+        if value is None:
+            return None
+        body = f"{twin.name}({', '.join(twin.params)})"
+        instances: list[tuple[str, int, str]] = [(twin.name, value, body)]
+        return BaseSource(
+            problem.name,
+            twin.params,
+            "base renamed",
+            tuple(instances),
+            _renamed_origin([twin]),
+            twin.file_path,
+        )
+    if twin is not None and twin.params is not None:
+        if len(twin.params) != 1 or count < 2:
+            return None
+        instances = []
+        for number in range(count):
+            value = evaluate(f"{twin.name}({number})", index.macros, memo=index.memo)
+            if value is None:
+                return None
+            instances.append((f"{twin.name}({number})", value, f"{twin.name}({number})"))
+        return BaseSource(
+            problem.name, None, "base renamed", tuple(instances), _renamed_origin([twin]), twin.file_path
+        )
+    chosen = (
+        [twin]
+        if twin is not None
+        else [m for _, m in sorted(numbered, key=lambda p: p[0]) if m.params is None]
+    )
+    instances = []
+    for macro in chosen:
+        value = evaluate(macro.name, index.macros, memo=index.memo)
+        if value is None:
+            return None
+        instances.append((macro.name, value, macro.name))
+    if not instances:
+        return None
+    return BaseSource(
+        problem.name, None, "base renamed", tuple(instances), _renamed_origin(chosen), chosen[0].file_path
+    )
+
+
+def _renamed_origin(chosen: list[Macro]) -> str:
+    names = ", ".join(m.name + (f"({', '.join(m.params)})" if m.params is not None else "") for m in chosen)
+    return (
+        f"{_file_name(chosen[0].file_path)} defines it as {names} "
+        "(the same name but for underscores, a DR_/REG_/SOC_ prefix or an instance number)"
+    )
+
+
+def _header_bases_at(index: ChipIndex, source: BaseSource) -> list[str]:
+    """Header base macros with the value of the source's first instance: a second witness."""
+    value = source.instances[0][1]
+    return [f"{_file_name(index.macros[n].file_path)} {n}" for n, v in index.bases().items() if v == value]
+
+
+def _linker_symbols_at(index: ChipIndex, source: BaseSource) -> list[str]:
+    value = source.instances[0][1]
+    ld = _file_name(index.linker_file) if index.linker_file else ""
+    return [f"{ld} {n}" for n, v in index.linker.items() if v == value]
+
+
+def _near_names(index: ChipIndex, name: str) -> str:
+    """Header bases sharing the missing base's stem, named as a hint and never used as its value."""
+    key = _base_key(name)
+    near = [n for n in index.bases() if key and _base_key(n) and (key in _base_key(n) or _base_key(n) in key)]
+    if not near or len(near) > 4:
+        return ""
+    listed = ", ".join(f"{n} = 0x{index.bases()[n]:08X}" for n in sorted(near))
+    return f"; not taken from a similar name: {listed}"
+
+
+def _overlay(
+    index: ChipIndex, source: BaseSource, instance: int
+) -> tuple[Mapping[str, Macro], dict[str, int | None]]:
+    """The chip's macros with the missing base defined as the source gives it, and a memo for them."""
+    _, _, body = source.instances[instance]
+    macro = Macro(source.name, source.params, body, source.file_path, ())
+    memo = index._overlay_memos.setdefault((source.name, source.file_path, instance), {})
+    return ChainMap({source.name: macro}, index.macros), memo
+
+
+def base_instances(index: ChipIndex, macro: Macro) -> int:
+    """How many places a register without parameters exists at: 1, or the instances of a base only
+    the linker script places (I2C_CTR_REG at I2C0 and I2C1)."""
+    if macro.params or evaluate(macro.name, index.macros, memo=index.memo) is not None:
+        return 1
+    source, _ = base_source(index, macro)
+    return len(source.instances) if source is not None and source.params is None else 1
+
+
+def instance_label(index: ChipIndex, macro: Macro, instance: int) -> str:
+    """``UART_CLKDIV_REG(1)``, ``I2C_CTR_REG@I2C1`` (an instance the linker script places), or the name."""
+    if macro.params:
+        return f"{macro.name}({instance})"
+    if base_instances(index, macro) > 1:
+        source, _ = base_source(index, macro)
+        assert source is not None  # several instances come from a source
+        return f"{macro.name}@{source.instances[instance][0]}"
+    return macro.name
+
+
+def _call(macro: Macro, instance: int) -> str:
+    args = ",".join(str(instance) for _ in macro.params or ())
+    return f"{macro.name}({args})" if macro.params is not None else macro.name
 
 
 def _parse_offset(address: str | None) -> int | None:
@@ -766,32 +1443,80 @@ def _parse_offset(address: str | None) -> int | None:
         return None
 
 
-def _chapter_base(index: ChipIndex, file_path: str | None, name: str) -> tuple[int, str] | None:
+def _chapter_base(
+    index: ChipIndex, file_path: str | None, name: str, base: str | None = None
+) -> tuple[int, str] | None:
     """The peripheral base of a register: from a sibling in the same chapter with the same name
     prefix (a UART chapter also documents UHCI) that the headers define, else ``DR_REG_<PREFIX>_BASE``
-    (or ``..0_BASE``) of reg_base.h for a peripheral without a register header (TWAI on ESP32-C3)."""
+    (or ``..0_BASE``) of reg_base.h for a peripheral without a register header (TWAI on ESP32-C3).
+
+    ``base``: the base macro the register's own header expression uses; then only siblings over
+    that base vote and only a base of that name (or numbered after it) is taken -- the ESP32-P4
+    H264 chapter documents the encoder's and the H264 DMA's registers, which sit on two bases."""
     if not file_path:
         return None
     prefix = name.split("_", 1)[0] + "_"
-    if (file_path, prefix) in index._chapter_bases:
-        return index._chapter_bases[(file_path, prefix)] or _named_base(index, name)
-    votes: dict[tuple[int, str], int] = defaultdict(int)
-    for sibling, entries in index.trm.items():
-        entry = entries[0]
-        if (
-            entry.row["file_path"] != file_path
-            or sibling not in index.macros
-            or not sibling.startswith(prefix)
-        ):
-            continue
-        offset = _parse_offset(entry.register["address"])
-        value = _absolute(index, index.macros[sibling])
-        if offset is None or value is None:
-            continue
-        votes[(value - offset, _base_macro(index.macros[sibling].body) or "base")] += 1
-    voted = max(votes, key=lambda k: votes[k]) if votes else None
-    index._chapter_bases[(file_path, prefix)] = voted  # the fallback depends on the whole name
-    return voted or _named_base(index, name)
+    key = (file_path, prefix + (f"@{base}" if base else ""))
+    if key not in index._chapter_bases:
+        votes: dict[tuple[int, str], int] = defaultdict(int)
+        placed: dict[str, int] = {}  # base macro -> the base value its siblings give
+        unplaced: set[str] = set()  # base macros of siblings no source places (ESP32-P4 DR_REG_H264_BASE)
+        for sibling, entries in index.trm.items():
+            entry = entries[0]
+            if (
+                entry.row["file_path"] != file_path
+                or sibling not in index.macros
+                or not sibling.startswith(prefix)
+            ):
+                continue
+            uses = _base_macro(index.macros[sibling].body) or "base"
+            offset = _parse_offset(entry.register["address"])
+            value = _absolute(index, index.macros[sibling])
+            if offset is None or value is None:
+                unplaced.add(uses)
+                continue
+            placed[uses] = value - offset
+            if base is None or uses == base:
+                votes[(value - offset, uses)] += 1
+        several = len(set(placed.values())) + len(unplaced - set(placed) - {"base"}) > 1
+        index._chapter_bases[key] = (votes, several)
+    votes, several = index._chapter_bases[key]
+    voted = _vote(votes, name, several)
+    named = _named_base(index, name)  # the fallback depends on the whole name
+    if named is not None and base is not None and not _same_base_name(named[1], base):
+        named = None
+    return voted or named
+
+
+def _vote(votes: dict[tuple[int, str], int], name: str, several: bool = False) -> tuple[int, str] | None:
+    """The chapter's base for ``name``: the one base its siblings agree on; where they sit on
+    several (ESP32-P4's H264 chapter: the encoder's and the H264 DMA's registers), the base whose
+    name the register's name starts with (H264_DMA_* -> DR_REG_H264_DMA_BASE), else none."""
+    if not votes:
+        return None
+    if len({value for value, _ in votes}) == 1 and not several:
+        return max(votes, key=lambda k: votes[k])
+    register = name.upper().replace("_", "")
+    fitting = [k for k in votes if k[1] != "base" and register.startswith(_base_key(k[1]))]
+    if not fitting:
+        return None
+    longest = max(len(_base_key(k[1])) for k in fitting)
+    best = [k for k in fitting if len(_base_key(k[1])) == longest]
+    return max(best, key=lambda k: votes[k]) if len({v for v, _ in best}) == 1 else None
+
+
+def _expression_base(index: ChipIndex, defines: list[Macro]) -> str | None:
+    """The base a register's own header expression names but cannot evaluate (DR_REG_H264_BASE)."""
+    return next(
+        (p.name for m in defines for p in unresolved_names(index, m) if p.name.upper().endswith("_BASE")),
+        None,
+    )
+
+
+def _same_base_name(candidate: str, base: str) -> bool:
+    """DR_REG_TWAI0_BASE stands for DR_REG_TWAI_BASE; DR_REG_H264_BASE does not for DR_REG_H264_DMA_BASE."""
+    wanted, got = _base_key(base), _base_key(candidate)
+    return got == wanted or (got.startswith(wanted) and got[len(wanted) :].isdigit())
 
 
 def _named_base(index: ChipIndex, name: str) -> tuple[int, str] | None:
@@ -824,7 +1549,8 @@ def _manual_addresses(index: ChipIndex) -> list[tuple[str, int]]:
             if offset >= _OFFSET_LIMIT:
                 found.append((name, offset))
                 continue
-            base = _chapter_base(index, entry.row["file_path"], documented)
+            uses = _expression_base(index, [index.macros[name]]) if name in index.macros else None
+            base = _chapter_base(index, entry.row["file_path"], documented, uses)
             if base is not None:
                 found += [(name, value + offset) for value in _family_bases(index, base[0])]
     return found
@@ -904,8 +1630,17 @@ def instance_addresses(index: ChipIndex, macro: Macro) -> list[tuple[int, int]]:
     would put UART2 of ESP32-C3 on the I2C block. Instances that evaluate outside every block
     are skipped, not fatal: ESP32-C3's REG_SPI_BASE(i) is 0 except for i = 2 (GP-SPI2)."""
     if not macro.params:
-        value = _absolute(index, macro, 0)
-        return [(0, value)] if value is not None else []
+        placed: list[tuple[int, int]] = []
+        for instance in range(base_instances(index, macro)):
+            value = _absolute(index, macro, instance)
+            if value is not None and all(value != v for _, v in placed):
+                placed.append((instance, value))
+        return placed
+    source = base_source(index, macro)[0] if _absolute_plain(index, macro) is None else None
+    if source is not None and source.params is not None and len(source.instances) > 1:
+        # X_REG(i) over DR_REG_USB_BASE(i) the linker places: i runs over the instances' numbers
+        numbers = [int(m.group(1)) for label, _, _ in source.instances if (m := re.search(r"(\d+)$", label))]
+        return [(n, v) for n in numbers if (v := _absolute(index, macro, n)) is not None]
     stems = _family(index, macro)
     found: list[tuple[int, int]] = []
     for instance in range(_INSTANCE_LIMIT):
@@ -1040,9 +1775,18 @@ def merge_views(
         reset, reset_from = f"0x{manual_composed[0]:08X}", "composed from the manual's field resets"
     else:
         reset, reset_from = None, "unknown: " + ("; ".join(reasons) or "no source documents fields")
+    partial: dict[str, str] | None = None
+    if reset is None:  # the bits that do have a default, from the headers first
+        header_partial = partial_reset(header_fields) if header_fields else None
+        manual_partial = partial_reset(manual_fields) if manual_fields else None
+        if header_partial is not None:
+            partial = {**header_partial, "from": HEADERS}
+        elif manual_partial is not None:
+            partial = {**manual_partial, "from": MANUAL}
     return {
         "reset": reset,
         "reset_from": reset_from,
+        **({"reset_partial": partial} if partial else {}),
         "reset_by_source": by_source,
         "fields": merged,
         "sources": {
@@ -1111,16 +1855,46 @@ def disagreements(manual: dict[str, Any], header_fields: list[dict[str, Any]]) -
 
 
 def compose_reset(fields: list[dict[str, Any]]) -> tuple[int | None, str]:
-    """A register's reset value from its fields' defaults; (None, why) when one is undefined."""
+    """A register's reset value from its fields' defaults; (None, why) naming every field whose
+    default (``x`` upstream: undefined) or bit range is missing."""
     value = 0
+    no_default: list[str] = []
+    no_bits: list[str] = []
     for item in fields:
         span, default = _bit_span(item["bits"]), _int(item["reset"])
-        if span is None or default is None:
-            missing = "bit range" if span is None else "default"
-            return None, f"no reset: field {item['name']} has no {missing}"
+        if span is None:
+            no_bits.append(item["name"])
+            continue
+        if default is None:
+            no_default.append(f"{item['name']} [{item['bits']}]")
+            continue
         high, low = span
         value |= (default & ((1 << (high - low + 1)) - 1)) << low
-    return value, ""
+    if not no_default and not no_bits:
+        return value, ""
+    parts = [f"no default for {', '.join(no_default)}"] if no_default else []
+    parts += [f"no bit range for {', '.join(no_bits)}"] if no_bits else []
+    return None, "no reset: " + "; ".join(parts)
+
+
+def partial_reset(fields: list[dict[str, Any]]) -> dict[str, str] | None:
+    """The reset of the bits whose default is known, and the mask of those it is not (``x``), for
+    a register whose full reset is undefined; None when a bit range is unknown too."""
+    value = undefined = 0
+    for item in fields:
+        span = _bit_span(item["bits"])
+        if span is None:
+            return None
+        high, low = span
+        mask = ((1 << (high - low + 1)) - 1) << low
+        default = _int(item["reset"])
+        if default is None:
+            undefined |= mask
+        else:
+            value |= (default << low) & mask
+    if not undefined:
+        return None
+    return {"value": f"0x{value:08X}", "undefined_bits": f"0x{undefined:08X}"}
 
 
 def _bit_span(bits: str | None) -> tuple[int, int] | None:
@@ -1243,7 +2017,10 @@ def lookup_register(
         answers = [_describe_register(index, n, header_instance=i) for n, i in names]
         # an alias without fields (ESP32's IO_MUX_GPIO37_REG = PERIPHS_IO_MUX_...) yields to the
         # name that documents the layout
-        best = max(range(len(answers)), key=lambda k: (bool(answers[k]["fields"]), -k))
+        best = max(
+            range(len(answers)),
+            key=lambda k: (bool(answers[k]["fields"]), "same_register_as" not in answers[k], -k),
+        )
         answer = answers[best]
         answer["queried_address"] = f"0x{target:X}" + (f" in {peripheral}" if peripheral else "")
         if names[best][1]:

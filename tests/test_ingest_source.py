@@ -177,6 +177,25 @@ def test_reg_base_is_kept_in_full(rows: list[dict[str, Any]]) -> None:
     assert "#define DR_REG_UART1_BASE                       0x60010000" in base["text"]
 
 
+def test_peripherals_linker_script_is_kept_with_every_provided_instance(rows: list[dict[str, Any]]) -> None:
+    (script,) = _by_path(rows, "esp32h2/ld/esp32h2.peripherals.ld")
+    assert script["chips"] == ["esp32h2"] and script["revisions"] == []
+    assert script["source_doc"] == "esp32h2.peripherals.ld"
+    assert "PROVIDE ( I2C1                = 0x60005000 );" in script["text"]
+    assert "SPDX" not in script["text"]
+    assert script["symbol_refs"] == ["UART0", "I2C0", "I2C1", "UHCI0", "GPIO", "SDM", "LP_INTR", "LPPERI"]
+    assert ingest_source.provided_symbols("/* PROVIDE ( X = 1 ); */\nPROVIDE(Y=0x10);\n") == {"Y": 0x10}
+
+
+def test_census_command_checks_linker_scripts_too(
+    tmp_path: Path, rows: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    kept = tmp_path / "no_ld.jsonl"
+    kept.write_text("".join(json.dumps(r) + "\n" for r in rows if not r["file_path"].endswith(".ld")))
+    assert ingest_source.main(["census", "--idf-path", str(IDF), "--src-chunks", str(kept)]) == 2
+    assert "no chunk at all: components/soc/esp32h2/ld/esp32h2.peripherals.ld" in capsys.readouterr().out
+
+
 def test_silicon_revision_folders_map_to_revisions(rows: list[dict[str, Any]]) -> None:
     revisions = {r["file_path"]: r["revisions"] for r in rows if "/esp32p4/" in r["file_path"]}
     assert revisions["components/soc/esp32p4/register/hw_ver1/soc/ledc_reg.h"] == ["v1.3"]

@@ -47,6 +47,24 @@ def broken(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def _edited(tmp_path: Path, edit: tuple[str, str, str]) -> Path:
+    """The fixtures with one edit to the rows of one file: (file suffix, text to drop or replace,
+    replacement); a line containing the text is dropped when the replacement is empty."""
+    suffix, needle, replacement = edit
+    rows = []
+    for row in _trm_rows() + _src_rows():
+        if row["file_path"].endswith(suffix):
+            lines = row["text"].splitlines()
+            if replacement:
+                lines = [line.replace(needle, replacement) for line in lines]
+            else:
+                lines = [line for line in lines if needle not in line]
+            row = {**row, "text": "\n".join(lines)}
+        rows.append(row)
+    _store(tmp_path, rows)
+    return tmp_path
+
+
 def _table(path: Path) -> Any:
     return lancedb.connect(path).open_table("chunks")
 
@@ -98,9 +116,108 @@ def test_census_counts_and_report(good: Path, tmp_path: Path) -> None:
         register_facts.main(["census", "--db", str(good), "--chip", "esp32c3", "--report", str(report)]) == 0
     )
     text = report.read_text()
-    assert "| esp32c3 | 6/6 (100.0%) | 3/6 | 2/3 (66.7%) |" in text
+    assert "| esp32c3 | 6/6 (100.0%) | 0 | 3/6 | 2/3 (66.7%) |" in text
     assert (
         "- UART_CONF0_REG: field renamed: manual UART_TXFIFO_RST, headers UART_TXFIFO_RESET, bits 18" in text
+    )
+
+
+def test_every_way_a_base_is_missing_upstream_is_resolved_or_explained(good: Path) -> None:
+    """The fake esp32h2: each register block lacks its base in the headers in another way."""
+    coverage = register_facts.address_coverage(_table(good), "esp32h2", None)
+    # 18 registers, I2C's two at two instances each; two addresses are chosen at run time
+    assert (coverage.checked, coverage.resolved) == (20, 18)
+    assert coverage.resolved_by == {
+        "header expression": 7,  # INTPRI, RSA x2, SDMMC, radio, the alias, LPPERI_DATE
+        "linker instance": 7,  # I2C x2 x2 (I2C0, I2C1), two GPIO_SD (SDM), UHCI (bare DR_REG_UHCI_BASE(i))
+        "base renamed": 3,  # DR_REG_LPINTR_BASE, DR_REG_RTCLOCKCALI_BASE at ..0_BASE and ..1_BASE
+        "manual memory map": 1,  # DR_REG_MEM_MONITOR_BASE
+    }
+    assert dict(coverage.failures).keys() == {"LPPERI_RNG_DATA_REG", "INTERRUPT_CORE0_CPU_INT_THRESH_REG"}
+    assert coverage.failure_kinds() == {"chosen at run time": 2}
+
+
+@pytest.mark.parametrize(
+    ("edit", "register", "kind", "why"),
+    [
+        (
+            ("esp32h2.peripherals.ld", "SDM", ""),
+            "GPIO_SIGMADELTA0_REG",
+            "instance not in the linker script",
+            "gpio_sd_struct.h declares SDM, which esp32h2.peripherals.ld does not PROVIDE",
+        ),
+        (
+            ("esp32h2/register/soc/i2c_struct.h", "extern i2c_dev_t", ""),
+            "I2C_CTR_REG",
+            "base defined nowhere",
+            "uses DR_REG_I2C_BASE, which no esp32h2 header defines; i2c_struct.h declares no instance",
+        ),
+        (
+            (
+                "esp32h2/register/soc/reg_base.h",
+                "#define DR_REG_LPPERI_BASE ",
+                "#define DR_REG_GPIOSD_BASE 0x60091F80\n#define DR_REG_LPPERI_BASE ",
+            ),
+            "GPIO_SIGMADELTA0_REG",
+            "sources disagree",
+            "the sources disagree: esp32h2.peripherals.ld PROVIDE(SDM)",
+        ),
+        (
+            ("esp32h2/register/soc/reg_base.h", "DR_REG_LP_INTR_BASE", ""),
+            "LPINTR_SW_INT_RAW_REG",
+            "base defined nowhere",
+            "uses DR_REG_LPINTR_BASE, which no esp32h2 header defines; no lp_intr_struct.h in the store",
+        ),
+        (
+            ("03-System-and-Memory__EN", "MEM_MONITOR", ""),
+            "MEM_MONITOR_LOG_SETTING_REG",
+            "base defined nowhere",
+            "uses DR_REG_MEM_MONITOR_BASE, which no esp32h2 header defines",
+        ),
+    ],
+)
+def test_address_checker_fails_when_a_base_source_breaks(
+    tmp_path: Path, edit: tuple[str, str, str], register: str, kind: str, why: str, capsys: Any
+) -> None:
+    broken = _edited(tmp_path, edit)
+    coverage = register_facts.address_coverage(_table(broken), "esp32h2", None)
+    failed = dict(coverage.failures)
+    assert coverage.resolved < 18 and register in failed, coverage.failures
+    assert why in failed[register]
+    assert register_facts.failure_kind(failed[register]) == kind
+    assert (
+        register_facts.main(["addresses", "--db", str(broken), "--chip", "esp32h2", "--min-share", "0.9"])
+        == 2
+    )
+    assert "    unresolved: " in capsys.readouterr().out
+
+
+def test_addresses_cli_reports_where_bases_came_from(good: Path, capsys: Any) -> None:
+    assert (
+        register_facts.main(["addresses", "--db", str(good), "--chip", "esp32h2", "--min-share", "0.9"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "bases not in the headers: linker instance 7, base renamed 3, manual memory map 1" in out
+    assert "unresolved: chosen at run time 2" in out
+
+
+def test_census_counts_registers_answered_through_an_alias(good: Path) -> None:
+    result = register_facts.census(_table(good), "esp32h2", None)
+    # 17 header registers; RSA_M_DASH, SDMMC_CTRL and the INTERRUPT_CORE0 alias answer through another
+    assert (result.header_registers, result.header_complete, result.header_by_alias) == (17, 14, 3)
+    assert result.gap_kinds == {
+        "fields, but a default the sources leave undefined (x / see fields)": 1,  # GPIO_SIGMADELTA0_REG
+        "no field comments upstream; no manual register by name, prefix or address": 1,  # IEEE802154
+        "no field comments upstream; address unknown": 1,  # INTERRUPT_CORE0_CPU_INT_THRESH_REG
+    }
+
+
+def test_gap_kind_reads_the_manuals_undefined_bits_as_undefined() -> None:
+    field = {"name": "GPIO_STRAPPING", "bits": "15:0", "reset": "xxxxxxxxxxxxxxxx"}
+    answer = {"fields": [{"name": "(reserved)", "bits": "31:16", "reset": "0x0"}, field]}
+    assert (
+        register_facts.gap_kind(answer, True)
+        == "fields, but a default the sources leave undefined (x / see fields)"
     )
 
 
@@ -119,8 +236,13 @@ def test_real_headers_every_unresolved_address_is_an_upstream_hole(tmp_path: Pat
         pytest.skip("IDF_PATH is not set (an ESP-IDF checkout)")
     headers, _ = ingest_source.discover_headers(Path(idf))
     rows = [row for h in headers for row in ingest_source.header_rows(h, "v", "c").rows]
+    rows += [
+        row
+        for s in ingest_source.discover_linker_scripts(Path(idf))
+        for row in ingest_source.linker_rows(s, "v", "c").rows
+    ]
     table = _store(tmp_path, rows)
-    upstream = re.compile(r"uses \w+(, which no .* header defines| without arguments)")
+    upstream = re.compile(r"uses \w+(, which no .* header defines| without arguments)|has no fixed address")
     for chip, revision in register_facts.scopes(list(register_facts.chips())):
         coverage = register_facts.address_coverage(table, chip, revision)
         ours = [(label, why) for label, why in coverage.failures if not upstream.search(why)]

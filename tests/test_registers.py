@@ -47,7 +47,10 @@ def _trm_rows() -> list[dict[str, Any]]:
 
 def _src_rows() -> list[dict[str, Any]]:
     headers, _ = ingest_source.discover_headers(FIXTURES / "idf")
-    return [row for h in headers for row in ingest_source.header_rows(h, "v0-fixture", "1" * 40).rows]
+    scripts = ingest_source.discover_linker_scripts(FIXTURES / "idf")
+    return [row for h in headers for row in ingest_source.header_rows(h, "v0-fixture", "1" * 40).rows] + [
+        row for s in scripts for row in ingest_source.linker_rows(s, "v0-fixture", "1" * 40).rows
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -339,19 +342,26 @@ def test_a_whole_register_field_named_after_its_register_is_the_same_field() -> 
     ]
 
 
-def test_compose_reset_says_which_field_blocks_it() -> None:
+def test_compose_reset_names_every_field_that_blocks_it() -> None:
     fields = [
         {"name": "A", "bits": "3:0", "reset": "0xF"},
         {"name": "B", "bits": "8", "reset": "0x1"},
     ]
     assert registers.compose_reset(fields) == (0x10F, "")
-    assert registers.compose_reset([*fields, {"name": "C", "bits": "9", "reset": "x"}]) == (
+    undefined = [{"name": "C", "bits": "9", "reset": "x"}, {"name": "E", "bits": "11:10", "reset": None}]
+    assert registers.compose_reset([*fields, *undefined]) == (
         None,
-        "no reset: field C has no default",
+        "no reset: no default for C [9], E [11:10]",
     )
     assert registers.compose_reset([{"name": "D", "bits": "?", "reset": "0x0"}])[1] == (
-        "no reset: field D has no bit range"
+        "no reset: no bit range for D"
     )
+    # the bits that do have a default still reset to a known value
+    assert registers.partial_reset([*fields, *undefined]) == {
+        "value": "0x0000010F",
+        "undefined_bits": "0x00000E00",
+    }
+    assert registers.partial_reset(fields) is None
 
 
 def test_base_plus_zero_and_every_instance_of_a_parameterised_register_resolve(table: Any) -> None:
@@ -397,6 +407,128 @@ def test_a_name_from_another_chip_says_which_chips_have_it(table: Any) -> None:
         ValueError, match=r"no register 'LEDC_CH0_CONF0_REG' on esp32c3.*; it exists on esp32p4$"
     ):
         registers.lookup_register(table, "esp32c3", name="LEDC_CH0_CONF0_REG")
+
+
+# ---- the fake esp32h2 of the fixtures: one register block per way a base can be missing upstream
+
+
+def test_a_base_only_the_linker_script_places_answers_at_each_instance(table: Any) -> None:
+    """DR_REG_I2C_BASE is in no header; i2c_struct.h declares I2C0 and I2C1 and the chip's
+    .peripherals.ld places them."""
+    answer = registers.lookup_register(table, "esp32h2", name="I2C_CTR_REG")
+    assert answer["address_absolute"] == "0x60004004"
+    assert answer["base_from"] == {
+        "macro": "DR_REG_I2C_BASE",
+        "value": "0x60004000",
+        "instance": "I2C0",
+        "kind": "linker instance",
+        "source": "esp32h2.peripherals.ld PROVIDE(I2C0, I2C1), the instances of i2c_dev_t that "
+        "i2c_struct.h declares",
+        "file_path": "components/soc/esp32h2/ld/esp32h2.peripherals.ld",
+        "agrees_with": [],
+    }
+    assert answer["instances"] == [
+        {"instance": "I2C0", "address": "0x60004004"},
+        {"instance": "I2C1", "address": "0x60005004"},
+    ]
+    second = registers.lookup_register(table, "esp32h2", address="0x60005004")
+    assert second["name"] == "I2C_CTR_REG" and second["base_from"]["instance"] == "I2C1"
+    assert "DR_REG_I2C_BASE = 0x60005000 (instance I2C1): esp32h2.peripherals.ld" in second["absolute_from"]
+
+
+def test_a_function_like_base_used_bare_takes_the_linker_instance(table: Any) -> None:
+    answer = registers.lookup_register(table, "esp32h2", name="UHCI_CONF0_REG")
+    assert answer["address_absolute"] == "0x60006000"
+    assert answer["base_from"]["kind"] == "linker instance" and answer["base_from"]["instance"] == "UHCI0"
+    assert answer["base_from"]["agrees_with"] == ["reg_base.h DR_REG_UHCI0_BASE"]
+
+
+def test_a_base_spelled_otherwise_in_reg_base_resolves_and_says_so(table: Any) -> None:
+    lp_intr = registers.lookup_register(table, "esp32h2", name="LPINTR_SW_INT_RAW_REG")
+    assert lp_intr["address_absolute"] == "0x600B1400"
+    assert lp_intr["base_from"]["kind"] == "base renamed"
+    assert lp_intr["base_from"]["source"].startswith("reg_base.h defines it as DR_REG_LP_INTR_BASE")
+    assert lp_intr["base_from"]["agrees_with"] == ["esp32h2.peripherals.ld LP_INTR"]
+    # DR_REG_RTCLOCKCALI_BASE: reg_base.h numbers it, one base per instance
+    second = registers.lookup_register(table, "esp32h2", address="0x600B1C00")
+    assert second["name"] == "RTCLOCKCALI_TIMER_CTRL_REG"
+    assert second["base_from"]["instance"] == "DR_REG_RTCLOCKCALI1_BASE"
+
+
+def test_a_base_only_the_manual_address_map_names_resolves(table: Any) -> None:
+    answer = registers.lookup_register(table, "esp32h2", name="MEM_MONITOR_LOG_SETTING_REG")
+    assert answer["address_absolute"] == "0x60092000"
+    assert answer["base_from"]["kind"] == "manual memory map"
+    assert "'Memory Monitor (MEM_MONITOR)' at 0x60092000" in answer["base_from"]["source"]
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("LPPERI_RNG_DATA_REG", "LPPERI_REG_OFFSET (lpperi_reg.h) reads a register with REG_GET_FIELD"),
+        ("INTERRUPT_CORE0_CPU_INT_THRESH_REG", "calls rv_utils_get_core_id(), so the register is chosen"),
+    ],
+)
+def test_an_address_chosen_at_run_time_stays_unresolved_and_says_why(table: Any, name: str, why: str) -> None:
+    answer = registers.lookup_register(table, "esp32h2", name=name)
+    assert answer["address_absolute"] is None and why in answer["absolute_from"]
+
+
+def test_vote_keeps_two_bases_of_one_chapter_apart() -> None:
+    """ESP32-P4's H264 chapter documents the encoder's registers and the H264 DMA's."""
+    votes = {(0x500A7000, "DR_REG_H264_DMA_BASE"): 300, (0x50084000, "DR_REG_H264_BASE"): 60}
+    assert registers._vote(votes, "H264_DMA_OUT_CONF0_CH0_REG") == (0x500A7000, "DR_REG_H264_DMA_BASE")
+    assert registers._vote(votes, "H264_SYS_CTRL_REG") == (0x50084000, "DR_REG_H264_BASE")
+    assert registers._vote({(0x500A7000, "DR_REG_H264_DMA_BASE"): 3}, "UART_ID_REG")[0] == 0x500A7000
+    # only the DMA's registers are placed, but the chapter's header registers use two bases
+    assert (
+        registers._vote({(0x500A7000, "DR_REG_H264_DMA_BASE"): 3}, "H264_SYS_CTRL_REG", several=True) is None
+    )
+    assert registers._vote(votes, "JPEG_CONFIG_REG") is None
+
+
+def test_a_register_without_field_comments_says_where_its_layout_comes_from(table: Any) -> None:
+    # an alias: another header register at the same address documents the fields
+    alias = registers.lookup_register(table, "esp32h2", name="INTERRUPT_CORE0_CPU_INT_ENABLE_REG")
+    assert alias["same_register_as"] == "INTPRI_CORE0_CPU_INT_ENABLE_REG"
+    assert [f["name"] for f in alias["fields"]] == ["INTPRI_CORE0_CPU_INT_ENABLE"]
+    assert alias["reset"] == "0x00000000"
+    assert alias["note"].startswith(
+        "the ESP-IDF headers document no fields of this register (interrupt_reg.h has no "
+        "'FIELD : access; bitpos; default' comment for it upstream)"
+    )
+    # by address, the register with fields of its own answers; the alias is listed
+    at = registers.lookup_register(table, "esp32h2", address="0x60010000")
+    assert at["name"] == "INTPRI_CORE0_CPU_INT_ENABLE_REG"
+    assert at["also_at_this_address"] == ["INTERRUPT_CORE0_CPU_INT_ENABLE_REG"]
+    # the manual documents the same address under another name
+    rsa = registers.lookup_register(table, "esp32h2", name="RSA_M_DASH_REG")
+    assert rsa["same_register_as"] == "RSA_M_PRIME_REG" and rsa["reset_from"].startswith(
+        "manual (Reset value)"
+    )
+    assert rsa["sources"]["manual"] == "Technical Reference Manual"
+    # ... or under another peripheral prefix, at the same offset
+    sdmmc = registers.lookup_register(table, "esp32h2", name="SDMMC_CTRL_REG")
+    assert sdmmc["same_register_as"] == "SDHOST_CTRL_REG" and sdmmc["reset"] == "0x01000000"
+    assert "same offset 0x0 from the block's base" in sdmmc["note"]
+    # documented nowhere: said, not a silent null
+    radio = registers.lookup_register(table, "esp32h2", name="IEEE802154_COMMAND_REG")
+    assert radio["fields"] == [] and radio["reset"] is None
+    assert radio["note"].endswith(
+        "the Technical Reference Manual has no register of this name, and none the tool places at "
+        "0x600A3000; fields and reset unknown"
+    )
+
+
+def test_an_undefined_default_gives_the_known_bits(table: Any) -> None:
+    answer = registers.lookup_register(table, "esp32h2", name="GPIO_SIGMADELTA0_REG")
+    assert answer["reset"] is None
+    assert answer["reset_from"] == "unknown: headers: no reset: no default for GPIO_SD0_PRESCALE [15:8]"
+    assert answer["reset_partial"] == {
+        "value": "0x00000000",
+        "undefined_bits": "0x0000FF00",
+        "from": "headers",
+    }
 
 
 @pytest.mark.corpus
