@@ -295,6 +295,14 @@ def create_server(
             Field(description="with an offset address: the register name prefix, e.g. UART or LEDC"),
         ] = None,
         idf_version: IdfVersionArg = None,
+        compare_release: Annotated[
+            str | None,
+            Field(
+                description="another ESP-IDF release (5.5, v5.5, v5.5.5, release/v5.5, master): adds "
+                "compare_release, the register's SoC-header fields added, removed and changed there "
+                "(bits, access, default), its address and reset, or that it is absent there"
+            ),
+        ] = None,
         project_dir: ProjectDirArg = None,
     ) -> dict[str, Any]:
         """Exact facts about one hardware register as JSON, merged from the Technical Reference Manual
@@ -305,8 +313,9 @@ def create_server(
         one side has or renamed) -- check it before trusting a value. Answers for registers only the
         headers describe too. Use it instead of search when you need a register's address, reset
         value or field layout; to find which register is at an address; or to compare a register
-        between chips or between ESP32-P4 revisions (v1.3 vs mainline). Give name or address; chip
-        defaults to the project scope's."""
+        between chips, between ESP32-P4 revisions (v1.3 vs mainline) or between ESP-IDF releases
+        (compare_release). Give name or address; chip defaults to the project scope's. Without
+        idf_version, other_releases says when another held release's header differs."""
 
         def lookup(engine: SearchEngine, applied: Applied) -> dict[str, Any]:
             if applied.chip is None:
@@ -327,6 +336,10 @@ def create_server(
                     compare_with=compare_with,
                     peripheral=peripheral,
                     release=release.series,
+                    compare_release=compare_release,
+                    held=engine.index.releases,
+                    # the caller did not name the release: say when another one's header differs
+                    note_other_releases=idf_version is None,
                 )
             except ValueError as error:  # registers' messages name the valid values
                 raise ToolError(str(error)) from error

@@ -21,6 +21,7 @@ from typing import Any
 
 from chip_vocab import chips, normalize_chip, validate_chip, validate_revision
 from lexicon import TERMS_PREFIX
+from releases import ReleaseIndex, newest_first
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FIELD_LINE = re.compile(
@@ -717,6 +718,23 @@ def _base_macro(expression: str) -> str | None:
     return found[0] if found else None
 
 
+def _pick_header(
+    index: ChipIndex, name: str, hit: tuple[TrmEntry, dict[str, str]] | None, defines: list[Macro]
+) -> tuple[list[Macro], Macro | None]:
+    """The defines of this very register, and the one whose header card gives its fields.
+
+    Only a define of this very register gives its address and fields; a sibling instance
+    (AES_KEY_3_REG when AES_KEY_0_REG is asked) is listed in header_defines, nothing more."""
+    documented = hit[0].register["name"] if hit else None
+    exact = [
+        m for m in defines if m.name in (name, name.upper(), documented if not (hit and hit[1]) else None)
+    ]
+    header = next((m for m in exact if m.name in index.header_fields), None)
+    if header is None and hit is not None and not hit[1]:  # the manual's own name, e.g. LEDC_CHn_CONF0_REG
+        header = next((m for m in defines if m.name in index.header_fields), None)
+    return exact, header
+
+
 def _describe_register(
     index: ChipIndex, name: str, header_instance: int = 0, join: bool = True
 ) -> dict[str, Any]:
@@ -732,14 +750,7 @@ def _describe_register(
         # a field name (UART_CLKDIV_FRAG): answer with the register that holds it
         return {**_describe_register(index, owner), "matched_field": name.upper()}
     answer: dict[str, Any] = {"name": name.upper() if hit is None or hit[1] else documented}
-    # only a define of this very register gives its address and fields; a sibling instance
-    # (AES_KEY_3_REG when AES_KEY_0_REG is asked) is listed in header_defines, nothing more
-    exact = [
-        m for m in defines if m.name in (name, name.upper(), documented if not (hit and hit[1]) else None)
-    ]
-    header = next((m for m in exact if m.name in index.header_fields), None)
-    if header is None and hit is not None and not hit[1]:  # the manual's own name, e.g. LEDC_CHn_CONF0_REG
-        header = next((m for m in defines if m.name in index.header_fields), None)
+    exact, header = _pick_header(index, name, hit, defines)
     header_fields = index.header_fields[header.name] if header is not None else None
     if hit is not None:
         entry, instance = hit
@@ -1710,12 +1721,24 @@ class UnknownRegister(ValueError):
     """A register name the chip's manual and headers do not have."""
 
 
-def _elsewhere(table: Any, name: str, chip: str) -> str:
-    """Which other chips' manuals or headers have a register ``name``: a question asked for the
-    wrong chip should say so. ``name`` is a validated identifier."""
+def _elsewhere(table: Any, name: str, chip: str, release: str | None = None) -> str:
+    """Which other chips' manuals or headers have a register ``name``, and which other ESP-IDF
+    releases' headers define it for this chip: a question asked for the wrong chip or release should
+    say so. ``name`` is a validated identifier."""
     where = f"doc_type IN ('trm', 'src') AND array_has(symbol_refs, {_quote(name.upper())})"
-    found = sorted({c for row in _rows(table, where, ["chips"]) for c in row["chips"]} - {chip})
-    return f"; it exists on {', '.join(found)}" if found else ""
+    rows = _rows(table, where, ["chips", "doc_type", "releases"])
+    found = sorted({c for row in rows for c in row["chips"]} - {chip})
+    text = f"; it exists on {', '.join(found)}" if found else ""
+    if release is not None:
+        mine = [
+            r for row in rows if row["doc_type"] == "src" and chip in row["chips"] for r in row["releases"]
+        ]
+        if others := newest_first(set(mine) - {release}):
+            text += (
+                f"; the ESP-IDF {', '.join(others)} SoC headers define it for {chip} "
+                f"(pass idf_version={others[0]})"
+            )
+    return text
 
 
 # ---------------------------------------------------------------- one answer from manual and headers
@@ -1981,6 +2004,178 @@ def compare_fields(this: list[dict[str, Any]], other: list[dict[str, Any]]) -> d
     }
 
 
+# ---------------------------------------------------------------- one register in two ESP-IDF releases
+
+RELEASE_COMPARE_NOTE = (
+    "the manual holds for every ESP-IDF release: this compares the two releases' SoC headers (the "
+    "register's address expression, its field lines and the reset composed from them); added, removed "
+    "and changed read from the answering release to the compared one"
+)
+
+
+def held_releases(table: Any) -> ReleaseIndex:
+    """The ESP-IDF releases a table holds, for callers without the server's store index."""
+    held = ReleaseIndex()
+    for row in _rows(table, "doc_type != 'trm'", ["chips", "releases", "release_sources"]):
+        held.add_row(row)
+    return held
+
+
+def _release_label(held: ReleaseIndex, series: str) -> dict[str, str]:
+    build = held.held[series]
+    return {"idf_version": series, "exact_version": build.version, "commit": build.commit}
+
+
+def _compare_release_target(
+    held: ReleaseIndex, chip: str, release: str | None, requested: str
+) -> tuple[str, list[str]]:
+    """The held series ``compare_release`` means for ``chip``, and a note when inexact; every refusal
+    names the valid values. Only held series names (never caller text) reach a filter."""
+    if not held.held:
+        raise ValueError(
+            "compare_release: the store holds no ESP-IDF release, so there is nothing to compare"
+        )
+    having = [s for s in held.series if chip in held.held[s].chips]
+    if not having:
+        raise ValueError(
+            f"compare_release: no ESP-IDF release in the store covers {chip}; only its manual answers"
+        )
+    if release is None:
+        raise ValueError(
+            "compare_release compares the answering release with another, and idf_version='all' names "
+            f"none: pass one idf_version; {chip} is held in: {', '.join(having)}"
+        )
+    series, note = held.resolve(requested, what="compare_release")
+    if series is None:
+        raise ValueError(
+            f"compare_release names one release, not 'all'; {chip} is held in: {', '.join(having)}"
+        )
+    if series == release:
+        others = [s for s in having if s != release]
+        valid = (
+            f"another: {', '.join(others)}" if others else f"another, but {chip} is held only in {release}"
+        )
+        raise ValueError(
+            f"compare_release {requested.strip()!r} is {release}, the release answering; name {valid}"
+        )
+    if chip not in held.held[series].chips:
+        raise ValueError(
+            f"the store's ESP-IDF {series} covers {', '.join(sorted(held.held[series].chips))}, not {chip}; "
+            f"{chip} is held in: {', '.join(having)}"
+        )
+    return series, [note] if note else []
+
+
+def _header_card(index: ChipIndex, name: str) -> tuple[Macro | None, list[dict[str, Any]]]:
+    """The header macro defining register ``name`` (the card with its fields when there is one) and
+    those fields, chosen exactly as the register answer chooses them."""
+    hit = _find_trm(index, name)
+    documented = hit[0].register["name"] if hit else None
+    exact, header = _pick_header(index, name, hit, _header_defines(index, name, documented))
+    if header is not None:
+        return header, index.header_fields[header.name]
+    return (exact[0] if exact else None), []
+
+
+def _hex(value: int | None) -> str | None:
+    return f"0x{value:08X}" if value is not None else None
+
+
+def compare_release_view(
+    table: Any, chip: str, revision: str | None, name: str, release: str, other: str, held: ReleaseIndex
+) -> dict[str, Any]:
+    """Register ``name`` in the SoC headers of ``release`` against ``other``: present or not, and
+    the fields added, removed and changed, the address expression, absolute address and reset."""
+    this_index = chip_index(table, chip, revision, release)
+    other_index = chip_index(table, chip, revision, other)
+    build = held.held[other]
+    if not other_index.macros:
+        raise ValueError(
+            f"the store's ESP-IDF {other} ({build.version}) holds no SoC headers for {chip} (only its "
+            f"docs): there is no {name} there to compare"
+        )
+    mine, mine_fields = _header_card(this_index, name)
+    theirs, their_fields = _header_card(other_index, name)
+    entry: dict[str, Any] = {
+        **_release_label(held, other),
+        "answering": _release_label(held, release) if release in held.held else {"idf_version": release},
+        "register": name,
+        "present": theirs is not None,
+        "present_in_answering_release": mine is not None,
+    }
+    in_manual = " (the manual documents it for every release)" if _find_trm(this_index, name) else ""
+    if theirs is None:
+        entry["message"] = (
+            f"{name} is not defined in the ESP-IDF {other} ({build.version}) SoC headers for {chip}"
+            + (f", nor in {release}'s" if mine is None else f"; {release}'s define it")
+            + in_manual
+        )
+        return {**entry, "note": RELEASE_COMPARE_NOTE}
+    entry["header_file"] = theirs.file_path
+    if mine is None:
+        entry["message"] = (
+            f"{name} is defined in the ESP-IDF {other} SoC headers for {chip} but not in {release}'s"
+            f"{in_manual}; its fields there are listed as added"
+        )
+    diff: dict[str, Any] = compare_fields(mine_fields, their_fields)
+    if mine is not None:
+        mine_reset, their_reset = compose_reset(mine_fields)[0], compose_reset(their_fields)[0]
+        pairs = {
+            "expression": (mine.body, theirs.body),
+            "header_file": (mine.file_path, theirs.file_path),
+            "address_absolute": (_hex(_absolute(this_index, mine)), _hex(_absolute(other_index, theirs))),
+            "reset": (_hex(mine_reset), _hex(their_reset)) if mine_fields and their_fields else (None, None),
+        }
+        diff.update({f"{key}_changed": {"from": a, "to": b} for key, (a, b) in pairs.items() if a != b})
+        entry["identical"] = not any(diff.values())
+    return {**entry, **diff, "note": RELEASE_COMPARE_NOTE}
+
+
+def _card_in_text(text: str, name: str) -> tuple[str, tuple[tuple[str, ...], ...]] | None:
+    """The card of register ``name`` in one header row: its expression and field lines, descriptions
+    left out (a reworded comment is no change to the hardware)."""
+    lines = iter(text.splitlines())
+    for line in lines:
+        match = _CARD_LINE.match(line)
+        if match is None or match.group("name") != name:
+            continue
+        fields: list[tuple[str, ...]] = []
+        for rest in lines:
+            if not rest.startswith("- "):
+                break
+            if (item := _FIELD_LINE.match(rest)) is not None:
+                fields.append(tuple(item.group(k) or "" for k in ("name", "bits", "access", "reset")))
+        return _C_COMMENT.sub("", match.group("value")).strip(), tuple(fields)
+    return None
+
+
+def other_release_note(
+    table: Any, chip: str, revision: str | None, name: str, release: str, held: ReleaseIndex
+) -> dict[str, Any] | None:
+    """When another held release's SoC header card of ``name`` differs from the answering one's, say
+    where: an answer from a default release is otherwise silently one release's truth. One filter on
+    the symbol_refs label index, so every default answer can afford it."""
+    index = chip_index(table, chip, revision, release)
+    macro, _ = _header_card(index, name)
+    key = macro.name if macro is not None else name
+    where = f"doc_type = 'src' AND array_has(chips, {_quote(chip)}) AND array_has(symbol_refs, {_quote(key)})"
+    cards: dict[str, tuple[str, tuple[tuple[str, ...], ...]]] = {}
+    for row in _rows(table, where, ["text", "revisions", "releases"]):
+        card = _card_in_text(row["text"], key) if _in_revision(row, revision) else None
+        for series in row["releases"] if card is not None else []:
+            cards.setdefault(series, card)  # type: ignore[arg-type]
+    mine = cards.get(release)
+    differ = [s for s in newest_first(cards) if s != release and cards[s] != mine]
+    if not differ:
+        return None
+    builds = ", ".join(f"{s} ({held.held[s].version})" if s in held.held else s for s in differ)
+    what = f"differs in {builds}" if mine is not None else f"is not in {release}'s headers but is in {builds}"
+    return {
+        "differs_in": differ,
+        "note": f"the SoC header card of {key} {what}; pass compare_release={differ[0]} to list the changes",
+    }
+
+
 def lookup_register(
     table: Any,
     chip: str,
@@ -1990,14 +2185,27 @@ def lookup_register(
     compare_with: str | None = None,
     peripheral: str | None = None,
     release: str | None = None,
+    compare_release: str | None = None,
+    held: ReleaseIndex | None = None,
+    note_other_releases: bool = False,
 ) -> dict[str, Any]:
     """One register as JSON-ready data, by name or by address, optionally diffed against another
     chip or ESP32-P4 revision. ``release`` (a series the store holds, already validated) picks the
-    ESP-IDF release whose headers answer. Raises ValueError with the valid choices for any bad input."""
+    ESP-IDF release whose headers answer; ``compare_release`` (any spelling of a held release) diffs
+    them against another release's. ``held``: the store's releases (read from ``table`` when not
+    given). ``note_other_releases``: say when another release's header card of the register differs
+    (for answers from a release the caller did not name). Raises ValueError with the valid choices
+    for any bad input."""
     chip_id = validate_chip(chip)
     rev = _resolve_revision(chip_id, revision)
     if (name is None) == (address is None):
         raise ValueError("give exactly one of name (e.g. UART_CLKDIV_REG) or address (e.g. 0x60000014)")
+    if (compare_release is not None or note_other_releases) and held is None:
+        held = held_releases(table)
+    other_release: str | None = None
+    release_notes: list[str] = []
+    if compare_release is not None and held is not None:  # checked before the lookup: bad input first
+        other_release, release_notes = _compare_release_target(held, chip_id, release, compare_release)
     index = chip_index(table, chip_id, rev, release)
     if not index.trm and not index.macros:
         raise ValueError(f"the store has no TRM registers or SoC headers for {chip_id}")
@@ -2040,7 +2248,7 @@ def lookup_register(
         try:
             answer = _describe_register(index, register)
         except UnknownRegister as error:
-            raise UnknownRegister(str(error) + _elsewhere(table, register, chip_id)) from None
+            raise UnknownRegister(str(error) + _elsewhere(table, register, chip_id, release)) from None
     answer = {"chip": chip_id, "revision": rev, "revision_scope": _revision_scope(chip_id, rev), **answer}
     if compare_with is not None:
         other_chip, other_rev = _compare_target(chip_id, rev, compare_with)
@@ -2056,4 +2264,10 @@ def lookup_register(
                 if answer.get(key) != other.get(key):
                     diff[f"{key}_changed"] = {"from": answer.get(key), "to": other.get(key)}
             answer["compare"] = {"with": label, "present": True, "chapter": other.get("chapter"), **diff}
+    if other_release is not None and held is not None and release is not None:
+        view = compare_release_view(table, chip_id, rev, answer["name"], release, other_release, held)
+        answer["compare_release"] = {**view, "notes": release_notes} if release_notes else view
+    elif note_other_releases and held is not None and release is not None:
+        note = other_release_note(table, chip_id, rev, answer["name"], release, held)
+        answer.update({"other_releases": note} if note is not None else {})
     return answer

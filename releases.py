@@ -139,11 +139,12 @@ class ReleaseIndex:
             for h in (self.held[s] for s in self.series)
         )
 
-    def resolve(self, requested: str) -> tuple[str | None, str | None]:
-        """The held series a caller's ``idf_version`` means (None for "all"), and a note when inexact."""
+    def resolve(self, requested: str, what: str = "idf_version") -> tuple[str | None, str | None]:
+        """The held series a caller's ``idf_version`` means (None for "all"), and a note when inexact;
+        ``what`` names the argument in the errors (``compare_release`` asks the same question)."""
         if not isinstance(requested, str) or not REQUEST_CHARSET.fullmatch(requested.strip()):
             raise ReleaseError(
-                "idf_version must be a release like 5.5, v5.5, v5.5.5, release/v5.5, 'master' or 'all' "
+                f"{what} must be a release like 5.5, v5.5, v5.5.5, release/v5.5, 'master' or 'all' "
                 f"(letters, digits, . / _ -); the store holds: {self.describe() or 'no ESP-IDF release'}"
             )
         text = requested.strip().lower()
@@ -153,14 +154,14 @@ class ReleaseIndex:
             dev = [s for s in self.series if s.endswith("-dev")]
             if not dev:
                 raise ReleaseError(
-                    f"idf_version {requested!r} means the development branch; the store holds no "
+                    f"{what} {requested!r} means the development branch; the store holds no "
                     f"development build, only: {self.describe()}"
                 )
             return dev[0], None
         series = release_series(text)
         if series is None:
             raise ReleaseError(
-                f"idf_version {requested!r} is not an ESP-IDF release; valid: "
+                f"{what} {requested!r} is not an ESP-IDF release; valid: "
                 f"{', '.join(self.series) or 'none held'} (also 5.5, v5.5.5, release/v5.5, master, all)"
             )
         if series not in self.held and not series.endswith("-dev"):

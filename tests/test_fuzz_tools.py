@@ -113,6 +113,7 @@ TOOL_ARGS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
             "address": st.one_of(st.sampled_from(["0x60000014", "0x14", 0x60000000]), anything),
             "revision": revisions,
             "compare_with": st.one_of(chips, st.sampled_from(["esp32p4:v1.3", "v1.3"])),
+            "compare_release": st.one_of(st.sampled_from(["5.5", "v5.5.5", "master", "all"]), anything),
             "peripheral": st.one_of(st.sampled_from(["UART", "LEDC"]), anything),
             "project_dir": anything,
         },
@@ -199,7 +200,8 @@ FIELDS = {
     "esp32_docs_search": ["query", "doc_type", "chip", "revision", "k", "project_dir"],
     "esp32_docs_find_symbol": ["symbol", "chip", "doc_type", "k", "project_dir"],
     "esp32_docs_register": [
-        *("chip", "name", "address", "revision", "compare_with", "peripheral", "project_dir")
+        *("chip", "name", "address", "revision", "compare_with", "compare_release", "peripheral"),
+        "project_dir",
     ],
     "esp32_docs_read": ["file_path", "chunk_index", "before", "after", "max_chars", "chip", "project_dir"],
     "esp32_docs_list_chips": [],

@@ -320,6 +320,27 @@ def test_idf_version_picks_the_release_over_mcp(call: Call) -> None:
     assert "idf_version must be a release like 5.5" in error_text(bad)
 
 
+def test_register_compare_release_over_mcp(call: Call) -> None:
+    """The fixture store's v5.5 holds esp32c3 docs but no headers: every refusal names what is held
+    (the comparison itself is tested on a two-release header table in test_registers.py)."""
+    card = call("esp32_docs_register", {"chip": "esp32c3", "name": "UART_CLKDIV_REG"}).structured_content
+    assert "other_releases" not in card and "compare_release" not in card
+    cases = [
+        ({"compare_release": "5.5"}, "the store's ESP-IDF v5.5 (v5.5.5) holds no SoC headers for esp32c3"),
+        ({"compare_release": "master"}, "is v6.1-dev, the release answering; name another: v5.5"),
+        ({"compare_release": "4.4"}, "the store holds no ESP-IDF v4.4 docs or headers; it holds: v6.1-dev"),
+        ({"compare_release": "x';--"}, "compare_release must be a release like 5.5"),
+        ({"compare_release": "5.5", "idf_version": "all"}, "idf_version='all' names none"),
+        (
+            {"compare_release": "5.5", "chip": "esp32"},
+            "the store's ESP-IDF v5.5 covers esp32c3, not esp32; esp32 is held in: v6.1-dev",
+        ),
+    ]
+    for arguments, message in cases:
+        result = call("esp32_docs_register", {"chip": "esp32c3", "name": "UART_CLKDIV_REG", **arguments})
+        assert message in error_text(result), arguments
+
+
 def test_without_a_store_every_tool_says_how_to_get_one(tmp_path: Path) -> None:
     missing = tmp_path / "nothing.lancedb"
     calls = [

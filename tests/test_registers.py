@@ -9,15 +9,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 import lancedb
 import pytest
 
+import dedup_chunks
 import ingest_source
 import registers
-from schema import arrow_schema, make_row
+from schema import arrow_schema, make_row, write_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures" / "src"
 
@@ -554,3 +556,169 @@ def test_real_esp32c3_headers_give_absolute_addresses(tmp_path: Path) -> None:
     # the cache controller is in no manual chapter: the header's field comments are all there is
     cache = registers.lookup_register(real, "esp32c3", name="EXTMEM_ICACHE_CTRL_REG")
     assert cache["reset_from"] == "composed from the header's field defaults" and cache["fields"]
+
+
+# ---- the release axis: one chip's headers in two ESP-IDF releases (docs/releases.md)
+
+DEV = ("v6.1-dev-6734-g102122904ad", "a" * 40)
+V55 = ("v5.5.5", "b" * 40)
+V55_UART = FIXTURES / "releases" / "uart_reg_v5.5.h"  # what the v5.5 build has: see its comment
+
+
+def _release_src_rows(root: Path, version: tuple[str, str], chips: set[str] | None) -> list[dict[str, Any]]:
+    headers, _ = ingest_source.discover_headers(root)
+    scripts = ingest_source.discover_linker_scripts(root)
+    rows = [row for h in headers for row in ingest_source.header_rows(h, *version).rows]
+    rows += [row for s in scripts for row in ingest_source.linker_rows(s, *version).rows]
+    return [row for row in rows if chips is None or set(row["chips"]) <= chips]
+
+
+@pytest.fixture(scope="module")
+def release_table(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The fixture headers as v6.1-dev for every chip, and edited as v5.5 for esp32c3 alone,
+    folded by dedup_chunks as the real build does (identical cards become one row of both)."""
+    work = tmp_path_factory.mktemp("releases")
+    old = work / "idf-v5.5"
+    shutil.copytree(FIXTURES / "idf", old)
+    shutil.copyfile(V55_UART, old / "components/soc/esp32c3/register/soc/uart_reg.h")
+    write_jsonl(work / "dev.jsonl", _release_src_rows(FIXTURES / "idf", DEV, None))
+    write_jsonl(work / "v55.jsonl", _release_src_rows(old, V55, {"esp32c3"}))
+    src = dedup_chunks.dedup([work / "dev.jsonl", work / "v55.jsonl"]).rows
+    rows = [{**row, "vector": [0.0] * 4, "windows": [[0.0] * 4]} for row in _trm_rows() + src]
+    return lancedb.connect(work / "store").create_table("chunks", rows, schema=arrow_schema(4))
+
+
+def test_compare_release_lists_the_field_changes_between_releases(release_table: Any) -> None:
+    answer = registers.lookup_register(
+        release_table, "esp32c3", name="UART_CLKDIV_REG", release="v6.1-dev", compare_release="5.5"
+    )
+    diff = answer["compare_release"]
+    assert (diff["idf_version"], diff["exact_version"], diff["commit"]) == ("v5.5", "v5.5.5", "b" * 40)
+    assert diff["answering"] == {"idf_version": "v6.1-dev", "exact_version": DEV[0], "commit": DEV[1]}
+    assert diff["present"] is True and diff["present_in_answering_release"] is True
+    assert diff["added"] == [] and diff["removed"] == [] and diff["identical"] is False
+    assert diff["changed"] == [
+        {"name": "UART_CLKDIV", "bits": {"from": "11:0", "to": "19:0"}},
+        {"name": "UART_CLKDIV_FRAG", "access": {"from": "R/W", "to": "RO"}},
+    ]
+    assert "expression_changed" not in diff and "address_absolute_changed" not in diff
+    assert "manual holds for every ESP-IDF release" in diff["note"]
+    # the answer itself stays the answering release's: the manual's fields, v6.1-dev's header
+    assert [f["bits"] for f in answer["fields"]][:2] == ["11:0", "23:20"]
+
+    conf0 = registers.lookup_register(
+        release_table, "esp32c3", name="UART_CONF0_REG", release="v6.1-dev", compare_release="release/v5.5"
+    )["compare_release"]
+    assert conf0["removed"] == ["UART_SW_RTS"] and conf0["added"] == []
+    assert conf0["changed"] == [{"name": "UART_STOP_BIT_NUM", "reset": {"from": "0x1", "to": "0x3"}}]
+    assert conf0["reset_changed"] == {"from": "0x0000001C", "to": "0x0000003C"}
+
+    same = registers.lookup_register(
+        release_table, "esp32c3", name="UART_FIFO_REG", release="v5.5", compare_release="master"
+    )["compare_release"]
+    assert same["idf_version"] == "v6.1-dev" and same["identical"] is True and same["changed"] == []
+    patch = registers.lookup_register(
+        release_table, "esp32c3", name="UART_FIFO_REG", release="v6.1-dev", compare_release="v5.5.2"
+    )["compare_release"]
+    assert patch["notes"] == ["v5.5.2 asked; the store holds v5.5.5 for series v5.5"]
+
+
+def test_a_register_only_one_release_defines_says_so(release_table: Any) -> None:
+    gone = registers.lookup_register(
+        release_table, "esp32c3", name="UART_DATE_REG", release="v6.1-dev", compare_release="v5.5"
+    )["compare_release"]
+    assert gone["present"] is False and "changed" not in gone
+    assert gone["message"] == (
+        "UART_DATE_REG is not defined in the ESP-IDF v5.5 (v5.5.5) SoC headers for esp32c3; "
+        "v6.1-dev's define it"
+    )
+    with pytest.raises(
+        registers.UnknownRegister,
+        match=re.escape("the ESP-IDF v6.1-dev SoC headers define it for esp32c3 (pass idf_version=v6.1-dev)"),
+    ):
+        registers.lookup_register(release_table, "esp32c3", name="UART_DATE_REG", release="v5.5")
+    with pytest.raises(registers.UnknownRegister, match=re.escape("SoC headers define it for esp32c3")):
+        registers.lookup_register(release_table, "esp32c3", name="UART_LEGACY_REG", release="v6.1-dev")
+    legacy = registers.lookup_register(
+        release_table, "esp32c3", name="UART_LEGACY_REG", release="v5.5", compare_release="master"
+    )
+    assert legacy["compare_release"]["present"] is False
+    assert "not defined in the ESP-IDF v6.1-dev" in legacy["compare_release"]["message"]
+    # a manual register v6.1-dev's headers leave out and v5.5's define: its fields there are added
+    card = registers.lookup_register(
+        release_table, "esp32c3", name="UART_ID_REG", release="v6.1-dev", compare_release="5.5"
+    )["compare_release"]
+    assert card["present"] is True and card["present_in_answering_release"] is False
+    assert card["added"] == ["UART_ID"] and card["removed"] == [] and "identical" not in card
+    assert card["message"] == (
+        "UART_ID_REG is defined in the ESP-IDF v5.5 SoC headers for esp32c3 but not in v6.1-dev's "
+        "(the manual documents it for every release); its fields there are listed as added"
+    )
+
+
+def test_a_default_answer_notes_releases_whose_header_card_differs(release_table: Any) -> None:
+    changed = registers.lookup_register(
+        release_table, "esp32c3", name="UART_CLKDIV_REG", release="v6.1-dev", note_other_releases=True
+    )
+    assert changed["other_releases"] == {
+        "differs_in": ["v5.5"],
+        "note": "the SoC header card of UART_CLKDIV_REG differs in v5.5 (v5.5.5); "
+        "pass compare_release=v5.5 to list the changes",
+    }
+    same = registers.lookup_register(
+        release_table, "esp32c3", name="UART_FIFO_REG", release="v6.1-dev", note_other_releases=True
+    )
+    assert "other_releases" not in same, "an identical card in both releases is one row naming both"
+    by_address = registers.lookup_register(
+        release_table, "esp32c3", address="0x60000020", release="v6.1-dev", note_other_releases=True
+    )
+    assert by_address["other_releases"]["differs_in"] == ["v5.5"]
+    manual = registers.lookup_register(
+        release_table, "esp32c3", name="UART_ID_REG", release="v6.1-dev", note_other_releases=True
+    )
+    assert manual["other_releases"]["note"] == (
+        "the SoC header card of UART_ID_REG is not in v6.1-dev's headers but is in v5.5 (v5.5.5); "
+        "pass compare_release=v5.5 to list the changes"
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"compare_release": "4.4"}, "the store holds no ESP-IDF v4.4 docs or headers; it holds: v6.1-dev"),
+        (
+            {"compare_release": "banana"},
+            "compare_release 'banana' is not an ESP-IDF release; valid: v6.1-dev, v5.5",
+        ),
+        ({"compare_release": "v5.5'; DROP TABLE chunks --"}, "compare_release must be a release like 5.5"),
+        ({"compare_release": "../../etc/passwd"}, "is not an ESP-IDF release"),
+        (
+            {"compare_release": "all"},
+            "compare_release names one release, not 'all'; esp32c3 is held in: v6.1-dev, v5.5",
+        ),
+        (
+            {"compare_release": "6.1"},
+            "compare_release '6.1' is v6.1-dev, the release answering; name another: v5.5",
+        ),
+        ({"compare_release": "master"}, "is v6.1-dev, the release answering; name another: v5.5"),
+        ({"compare_release": "5.5", "release": None}, "idf_version='all' names none: pass one idf_version"),
+        (
+            {"compare_release": "5.5", "chip": "esp32h2"},
+            "the store's ESP-IDF v5.5 covers esp32c3, not esp32h2; esp32h2 is held in: v6.1-dev",
+        ),
+        ({"compare_release": 5.5}, "compare_release must be a release like 5.5"),
+    ],
+)
+def test_bad_compare_release_names_the_valid_values(
+    release_table: Any, kwargs: dict[str, Any], message: str
+) -> None:
+    arguments = {"chip": "esp32c3", "name": "UART_CLKDIV_REG", "release": "v6.1-dev", **kwargs}
+    with pytest.raises(ValueError, match=re.escape(message)):
+        registers.lookup_register(release_table, **arguments)
+
+
+def test_compare_release_needs_a_store_with_releases(table: Any) -> None:
+    with pytest.raises(
+        ValueError, match="the store holds no ESP-IDF release, so there is nothing to compare"
+    ):
+        registers.lookup_register(table, "esp32c3", name="UART_CLKDIV_REG", compare_release="5.5")
