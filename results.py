@@ -54,6 +54,10 @@ def excerpt(
         start = max(text.rfind("\n", 0, max(best - room // 3, len(lead))) + 1, len(lead))
     if start + room <= budget:
         return text[:budget].rstrip() + " …", True
+    owner = _enclosing_declaration(text, len(lead), start)
+    if owner:
+        room = max(room - len(owner) - 3, 200)
+        return f"{lead}\n…\n{owner}\n…\n{text[start : start + room].rstrip()} …", True
     return f"{lead}\n…\n{text[start : start + room].rstrip()} …", True
 
 
@@ -63,6 +67,21 @@ def _lead(text: str) -> str:
         return text.split("\n", 1)[0]
     fields = text.find("\nFields:", register.start())
     return text[: fields if fields >= 0 else register.end()].rstrip()
+
+
+# An API reference chunk lists several declarations, each an unindented line (``struct httpd_config
+# (typedef httpd_config_t)``, a prototype) followed by its indented members and their descriptions.
+DECLARATION_LINE = re.compile(r"^\S[^\n]{0,%d}$" % 158, re.MULTILINE)
+
+
+def _enclosing_declaration(text: str, lead_end: int, start: int) -> str | None:
+    """The unindented declaration line that owns the window starting at ``start``, when the window
+    opens on its indented members: ``uint16_t max_open_sockets`` is no answer without the struct
+    it belongs to. None when the window starts at a declaration or nothing is indented there."""
+    if start >= len(text) or not text[start].isspace():
+        return None
+    owners = list(DECLARATION_LINE.finditer(text, lead_end, start))
+    return owners[-1].group(0).rstrip() if owners else None
 
 
 def _best_line_start(text: str, after: int, terms: list[str]) -> int:

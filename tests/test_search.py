@@ -92,6 +92,26 @@ def test_excerpt_keeps_heading_and_the_symbol_asked_about() -> None:
     assert excerpt("small", ["X"], budget=600) == ("small", False)
 
 
+def test_excerpt_of_a_struct_member_names_the_struct_it_belongs_to() -> None:
+    members = "".join(f"  int member_{i}\n    What member {i} is for, in words.\n" for i in range(80))
+    text = (
+        "HTTP Server > API Reference > Structures\n\nstruct other_config (typedef other_config_t)\n"
+        + members
+        + "struct httpd_config (typedef httpd_config_t)\n  HTTP Server Configuration Structure.\n"
+        + members
+        + "  uint16_t max_open_sockets\n    Max number of sockets/clients connected at any time\n"
+        + members
+    )
+    short, truncated = excerpt(text, [], budget=900, terms=["max_open_sockets"])
+    assert truncated and len(short) <= 910 and "max_open_sockets" in short
+    assert "struct httpd_config (typedef httpd_config_t)\n…\n" in short
+    assert "other_config" not in short
+    # a window that opens on a declaration itself, or prose without indentation, gets no extra line
+    prose = "Guide > Section\n\n" + "A plain sentence about sleep modes.\n" * 80 + "Keep RTC_NOINIT_ATTR data.\n"
+    short, _ = excerpt(prose, [], budget=600, terms=["rtc_noinit_attr"])
+    assert short.count("…") == 2 and "RTC_NOINIT_ATTR" in short
+
+
 # -- hybrid search ---------------------------------------------------------------------------------
 
 
