@@ -49,6 +49,9 @@ class HashEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return self._vector(text)
 
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [len(text.split()) for text in texts]
+
 
 def main(argv: Sequence[str]) -> int:
     log_path, separator, *cli_args = argv

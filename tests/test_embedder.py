@@ -46,6 +46,11 @@ def onnx_embedder(graph_cache: Path) -> OnnxMiniLM:
     return OnnxMiniLM(cache_dir=graph_cache)
 
 
+@pytest.fixture(scope="session")
+def int8_embedder(graph_cache: Path) -> OnnxMiniLM:
+    return OnnxMiniLM(cache_dir=graph_cache, quantized=True)
+
+
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a = np.atleast_2d(a).astype(np.float64)
     b = np.atleast_2d(b).astype(np.float64)
@@ -203,6 +208,56 @@ def test_truncation_is_explicit_and_cuts_at_max_tokens(onnx_embedder: OnnxMiniLM
     assert cosines(wider.embed_documents([LONG_TEXT]), wider.embed_documents([tail_changed]))[0] < 0.99999
 
 
+def test_int8_graph_stays_within_the_quality_gate_of_the_float_graph(
+    onnx_embedder: OnnxMiniLM, int8_embedder: OnnxMiniLM
+) -> None:
+    assert (int8_embedder.model_id, onnx_embedder.model_id) == ("all-MiniLM-L6-v2-int8", "all-MiniLM-L6-v2")
+    texts = [*SENTENCES, LONG_TEXT]
+    agreement = cosines(int8_embedder.embed_documents(texts), onnx_embedder.embed_documents(texts))
+    assert agreement.mean() > 0.995 and agreement.min() > 0.98  # docs/embedding.md: the gate
+    query = "how many bytes does the UART receive FIFO hold"
+    assert cosines(int8_embedder.embed_query(query), onnx_embedder.embed_query(query))[0] > 0.99
+    docs = int8_embedder.embed_documents(SENTENCES)
+    assert int(np.argmax(docs @ int8_embedder.embed_query(query))) == 0
+
+
+def test_int8_vectors_move_only_slightly_with_their_batch(
+    onnx_embedder: OnnxMiniLM, int8_embedder: OnnxMiniLM
+) -> None:
+    """Activations are quantised with one scale per batch tensor, so a text's batchmates (and their
+    padding) nudge its vector; the store embeds texts sorted by token count to keep padding out."""
+    similar = int8_embedder.embed_documents(SENTENCES)
+    alone = np.stack([int8_embedder.embed_documents([text])[0] for text in SENTENCES])
+    assert cosines(similar, alone).min() > 0.985  # measured 0.988-0.994: why int8 is opt-in
+    np.testing.assert_allclose(np.linalg.norm(similar, axis=1), 1.0, atol=1e-5)
+    # worst case: three tokens padded to 256 next to a long text, still near the float vector
+    padded = int8_embedder.embed_documents([LONG_TEXT, "short"])[1]
+    assert cosines(padded, onnx_embedder.embed_query("short"))[0] > 0.97
+
+
+def test_int8_graph_is_built_deterministically_into_its_own_cache_file(
+    int8_embedder: OnnxMiniLM, graph_cache: Path
+) -> None:
+    model_dir = embedder.minilm_model_dir()
+    cached = embedder.minilm_onnx_path(model_dir, graph_cache, quantized=True)
+    assert cached != embedder.minilm_onnx_path(model_dir, graph_cache)
+    assert cached.name.endswith(f"-{embedder.graph_key(quantized=True)}.onnx")
+    assert embedder.build_minilm_onnx_from_dir(model_dir, quantized=True) == cached.read_bytes()
+    assert cached.stat().st_size < 0.8 * embedder.minilm_onnx_path(model_dir, graph_cache).stat().st_size
+
+
+def test_cache_key_changes_with_the_graph_version_and_the_int8_recipe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    float_key, int8_key = embedder.graph_key(), embedder.graph_key(quantized=True)
+    assert float_key == f"g{embedder.GRAPH_VERSION}"
+    assert int8_key.startswith(f"{float_key}-int8-")
+    monkeypatch.setitem(embedder.INT8_RECIPE, "float_weights", r"encoder\.layer\.0\..*")
+    assert embedder.graph_key(quantized=True) not in (int8_key, float_key)
+    monkeypatch.setattr(embedder, "GRAPH_VERSION", embedder.GRAPH_VERSION + 1)
+    assert embedder.graph_key() != float_key
+
+
 def test_graph_is_cached_by_weights_hash_and_rebuilt_when_damaged(tmp_path: Path) -> None:
     first = OnnxMiniLM(cache_dir=tmp_path)
     (cached,) = tmp_path.glob("*.onnx")
@@ -254,12 +309,17 @@ def test_safetensors_reader_round_trips_and_rejects_truncated_files(tmp_path: Pa
 
 
 def test_bad_arguments_get_errors_naming_valid_values(onnx_embedder: OnnxMiniLM) -> None:
-    with pytest.raises(ValueError, match=r"valid model ids: all-MiniLM-L6-v2, Qwen/Qwen3-Embedding-0\.6B"):
+    with pytest.raises(
+        ValueError,
+        match=r"valid model ids: all-MiniLM-L6-v2, all-MiniLM-L6-v2-int8, Qwen/Qwen3-Embedding-0\.6B",
+    ):
         get_embedder("bge-small")
     with pytest.raises(ValueError, match="valid backends: onnx, mlx"):
         get_embedder(backend="cuda")
     with pytest.raises(ValueError, match="only on the mlx backend"):
         get_embedder("Qwen/Qwen3-Embedding-4B", backend="onnx")
+    with pytest.raises(ValueError, match=r"int8 runs only on the onnx backend \(mlx serves all-MiniLM"):
+        get_embedder("all-MiniLM-L6-v2-int8", backend="mlx")
     for bad_limit in (0, 1024):
         with pytest.raises(ValueError, match="from 8 to 512"):
             get_embedder(max_tokens=bad_limit)
