@@ -280,7 +280,7 @@ def diagnose(engine: SearchEngine, case: Case) -> Diagnosis:
     if symbols:
         legs_rows["symbol"] = [row for _, row in engine.retrievers.symbol_hits(symbols, where, EXPLAIN_POOL)]
     legs = {name: _leg_rank(rows, case) for name, rows in legs_rows.items()}
-    fused = engine.rank(case.query, where)
+    fused = engine.rank(case.query, where, doc_type=filters.doc_type)
     rank = first_answer_rank(fused, case)
     above = [_row_label(row) for row in fused[: min((rank or DEPTH) - 1, 3)]]
     return Diagnosis(case, rank, legs, failure_class(case, fused, rank, legs), above)

@@ -13,6 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from lexicon import is_abbreviation, name_parts, stem
+from results import STOPWORDS
+
 RRF_K = 60
 # The symbol retriever ranks hits with a line defining the symbol in tiers (exact name before a
 # parameterised or wildcard match); hits in one tier share a rank. With a small constant, one tier
@@ -144,4 +147,64 @@ def fuse_register_definitions(ranked: RankedList) -> RankedList:
     defining = [row for row in ranked if REGISTER_DEFINITION.search(row["text"])]
     for position, row in enumerate(defining, 1):
         row["score"] += 1.0 / (RRF_K + position)
+    return sorted(ranked, key=lambda row: -row["score"])
+
+
+# Asking how to make the hardware do something ("select the clock source", "enable mono mode", "bit to
+# power up the sensor") is, within the manuals or the headers, asking for a register field.
+CONFIGURE_INTENT = re.compile(
+    r"\b(?:set|sets|select|selects|choose|enable|enables|disable|disables|configure|configures|invert"
+    r"|power(?:s|ed)? (?:up|down|on|off)|make|clear|trigger|mask|setting)\b",
+    re.IGNORECASE,
+)
+# The register and field names a passage defines: a TRM "Register X" heading, a header card's
+# "X = base + offset" line, and either's field bullets ("- X [7:0] ...").
+DEFINED_NAME = re.compile(r"^(?:Register (\w+)|(\w+)\s*(?:\([^)]*\))?\s*=\s|- (\w+) \[)", re.MULTILINE)
+# Parts every register name shares say nothing about which register is meant.
+GENERIC_NAME_PARTS = frozenset(("reg",))
+# How much a name wholly spelled out by the question adds: about one list's vote at rank ~40, so it
+# reorders sibling register blocks that the lists rank close together, not far-apart ones (measured
+# in docs/retrieval.md).
+NAME_VOTE_WEIGHT = 0.01
+
+
+def question_words(query: str) -> list[str]:
+    """The question's content words, lower case (identifier pieces too: "i2c", "p256")."""
+    return [w for w in re.findall(r"[a-z0-9]+", query.lower()) if len(w) >= 2 and w not in STOPWORDS]
+
+
+def spells_part(part: str, words: list[str]) -> bool:
+    """Whether a name part is one of the question's words, or their abbreviation (ctrl/control,
+    thrhd/threshold, ena/enable, conf/configuration)."""
+    return any(
+        part == word
+        or stem(part) == stem(word)
+        or (len(part) >= 3 and word.startswith(part))
+        or is_abbreviation(part, word)
+        for word in words
+    )
+
+
+def name_coverage(text: str, words: list[str]) -> float:
+    """The largest share of one defined name's parts that the question spells out (0 to 1).
+
+    Sibling register blocks share their peripheral's words in every description, so BM25 and the
+    embedder rank them close together; the name itself (PCNT_CTRL_REG, TSENS_POWER_UP) is what
+    differs, and the question usually says its parts in full words.
+    """
+    best = 0.0
+    for match in DEFINED_NAME.finditer(text):
+        name = next(group for group in match.groups() if group)
+        parts = [p.lower() for p in name_parts(name) if len(p) >= 2 and p.lower() not in GENERIC_NAME_PARTS]
+        if parts:
+            best = max(best, sum(spells_part(part, words) for part in parts) / len(parts))
+    return best
+
+
+def fuse_register_names(ranked: RankedList, query: str) -> RankedList:
+    """Raise each register-defining passage by how fully the question spells out one of its names."""
+    words = question_words(query)
+    for row in ranked:
+        if REGISTER_DEFINITION.search(row["text"]):
+            row["score"] += NAME_VOTE_WEIGHT * name_coverage(row["text"], words)
     return sorted(ranked, key=lambda row: -row["score"])

@@ -107,14 +107,14 @@ def mine(pairs: Iterable[tuple[str, str]]) -> Lexicon:
         vocabulary.update(tokens)
         words = {t for t in tokens if len(t) >= 3}
         for word in words:
-            surface[_stem(word)][word] += 1
+            surface[stem(word)][word] += 1
         for part in {p.lower() for p in name_parts(identifier)}:
             appearances[part] += 1
             if part in words:
                 as_word[part] += 1
                 continue
             readings = {
-                _stem(word) for word in words if is_abbreviation(part, word) and _stem(word) != _stem(part)
+                stem(word) for word in words if is_abbreviation(part, word) and stem(word) != stem(part)
             }
             readings.update(acronym_readings(part, tokens))
             if readings:
@@ -149,7 +149,7 @@ def acronym_readings(part: str, tokens: list[str]) -> set[str]:
     }
 
 
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
     """A crude key folding plural and verb endings, so 'enables'/'enabled'/'enable' vote together."""
     for suffix in ("ing", "ed", "es", "e", "s"):
         if suffix == "s" and word.endswith(("ss", "us", "is")):

@@ -71,7 +71,7 @@ def _lead(text: str) -> str:
 
 # An API reference chunk lists several declarations, each an unindented line (``struct httpd_config
 # (typedef httpd_config_t)``, a prototype) followed by its indented members and their descriptions.
-DECLARATION_LINE = re.compile(r"^\S[^\n]{0,%d}$" % 158, re.MULTILINE)
+DECLARATION_LINE = re.compile(r"^\S[^\n]{0,158}$", re.MULTILINE)
 
 
 def _enclosing_declaration(text: str, lead_end: int, start: int) -> str | None:

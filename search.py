@@ -237,7 +237,7 @@ class SearchEngine:
             raise SearchInputError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
         where = filters.where()
         symbols = query_symbols(query) if mode == "hybrid" else []
-        ranked = self.rank(query, where, mode)
+        ranked = self.rank(query, where, mode, doc_type=filters.doc_type)
         terms = query_terms(query)
         results = [self._result(row, filters.chip, symbols, terms) for row in ranked[:k]]
         payload = {
@@ -283,8 +283,13 @@ class SearchEngine:
         except ReleaseError as error:
             raise SearchInputError(str(error)) from error
 
-    def rank(self, query: str, where: str | None, mode: str = "hybrid") -> list[dict[str, Any]]:
-        """Every candidate within ``where``, best first: one retriever alone, or all of them fused."""
+    def rank(
+        self, query: str, where: str | None, mode: str = "hybrid", *, doc_type: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Every candidate within ``where``, best first: one retriever alone, or all of them fused.
+
+        ``doc_type`` is the caller's corpus filter: within the manuals or the headers, a question
+        about configuring the hardware is a question about register names."""
         if mode == "fts":
             return self._scored(self.retrievers.fts(query, where), "fts", "_score", lambda s: s)
         vector = self.retrievers.vector(self.embedder.embed_query(query), where)
@@ -306,6 +311,10 @@ class SearchEngine:
             ranked = fusion.fuse_register_definitions(ranked)
         if kind == "capability":
             ranked = fusion.fuse_capability_definitions(ranked)
+        if fusion.REGISTER_INTENT.search(query) or (
+            doc_type in ("trm", "src") and fusion.CONFIGURE_INTENT.search(query)
+        ):
+            ranked = fusion.fuse_register_names(ranked, query)
         return ranked
 
     @staticmethod

@@ -107,7 +107,7 @@ def test_excerpt_of_a_struct_member_names_the_struct_it_belongs_to() -> None:
     assert "struct httpd_config (typedef httpd_config_t)\n…\n" in short
     assert "other_config" not in short
     # a window that opens on a declaration itself, or prose without indentation, gets no extra line
-    prose = "Guide > Section\n\n" + "A plain sentence about sleep modes.\n" * 80 + "Keep RTC_NOINIT_ATTR data.\n"
+    prose = "Guide > Section\n\n" + "A plain sentence about sleep.\n" * 80 + "Keep RTC_NOINIT_ATTR data.\n"
     short, _ = excerpt(prose, [], budget=600, terms=["rtc_noinit_attr"])
     assert short.count("…") == 2 and "RTC_NOINIT_ATTR" in short
 
@@ -335,6 +335,51 @@ def test_capability_questions_vote_for_capability_header_passages() -> None:
     caps = {"_rowid": 1, "file_path": "components/soc/esp32c6/include/soc/soc_caps.h", "score": 0.02}
     card = {"_rowid": 2, "file_path": "components/soc/esp32c6/register/soc/ledc_reg.h", "score": 0.025}
     assert [row["_rowid"] for row in fusion.fuse_capability_definitions([card, caps])] == [1, 2]
+
+
+def test_register_names_the_question_spells_out_lift_their_block_above_siblings() -> None:
+    words = fusion.question_words("bit to power up the temperature sensor")
+    power = "TSENS > Registers\n\nRegister TSENS_CTRL_REG\nAddress: 0x0000\n- TSENS_POWER_UP [22] (R/W)"
+    clock = "TSENS > Registers\n\nRegister TSENS_CLK_REG\nAddress: 0x0004\n- TSENS_CLK_DIV [7:0] (R/W)"
+    assert fusion.name_coverage(power, words) == pytest.approx(2 / 3), "power, up; not tsens"
+    assert fusion.name_coverage(clock, words) == 0.0
+    # abbreviations count: ctrl is control, conf is configuration; REG says nothing
+    control = fusion.question_words("pulse counter control register address")
+    assert fusion.name_coverage("Register PCNT_CTRL_REG\nAddress: 0x00b0", control) == 0.5
+    assert fusion.name_coverage("Register PCNT_U0_CONF0_REG\nAddress: 0x0000", control) == 0.0
+    card = "components/soc/esp32c3/include/soc/uart_reg.h\n\nUART_CONF0_REG = DR_REG_UART_BASE + 0x20\n"
+    assert fusion.name_coverage(card + "- UART_TXD_INV [13]", fusion.question_words("invert uart txd")) == 1.0
+    prose = {
+        "_rowid": 3,
+        "text": "TSENS > Programming Procedure\n\nPower up the temperature sensor.",
+        "score": 0.03,
+    }
+    rows = [
+        {"_rowid": 1, "text": clock, "score": 0.031},
+        {"_rowid": 2, "text": power, "score": 0.030},
+        prose,
+    ]
+    ranked = fusion.fuse_register_names(rows, "bit to power up the temperature sensor")
+    assert [row["_rowid"] for row in ranked] == [2, 1, 3], "prose gets no name vote"
+
+
+def test_configuring_questions_count_as_register_questions_only_within_manuals_and_headers(
+    engine: SearchEngine,
+) -> None:
+    assert fusion.CONFIGURE_INTENT.search("select the common clock source for all LEDC timers")
+    assert fusion.CONFIGURE_INTENT.search("bit to power up the sensor")
+    assert not fusion.CONFIGURE_INTENT.search("FIFO depth of the low-power UART")
+    query = "set the UART baud rate divider"
+    within = {row["_rowid"]: row for row in engine.rank(query, "doc_type = 'trm'", doc_type="trm")}
+    unfiltered = {row["_rowid"]: row for row in engine.rank(query, "doc_type = 'trm'")}
+    words = fusion.question_words(query)
+    named = [i for i, row in within.items() if fusion.name_coverage(row["text"], words) > 0]
+    assert named, "the fixture's UART register blocks name UART"
+    for rowid in named:
+        gained = within[rowid]["score"] - unfiltered[rowid]["score"]
+        assert gained == pytest.approx(
+            fusion.NAME_VOTE_WEIGHT * fusion.name_coverage(within[rowid]["text"], words)
+        )
 
 
 def test_excerpt_keeps_a_register_blocks_head_and_the_line_the_question_is_about() -> None:
