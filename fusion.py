@@ -208,3 +208,23 @@ def fuse_register_names(ranked: RankedList, query: str) -> RankedList:
         if REGISTER_DEFINITION.search(row["text"]):
             row["score"] += NAME_VOTE_WEIGHT * name_coverage(row["text"], words)
     return sorted(ranked, key=lambda row: -row["score"])
+
+
+# A question about a driver's struct, its fields or a config ("SPI device config struct: clock speed
+# and chip select pin") is answered by the API reference, whose member lists the guide prose around
+# them paraphrase in the same words.
+API_INTENT = re.compile(
+    r"\b(?:struct|structure|fields?|members?|callback|typedef|enum|config)\b", re.IGNORECASE
+)
+API_REFERENCE_SECTION = "API Reference"
+# Half a list's vote: it settles near-ties between a guide section and the reference (measured in
+# docs/retrieval.md), without carrying a reference passage that no list ranks high.
+API_VOTE_WEIGHT = 0.5
+
+
+def fuse_api_reference(ranked: RankedList) -> RankedList:
+    """One more (half) reciprocal-rank vote for ESP-IDF API-reference passages, in their fused order."""
+    reference = [row for row in ranked if API_REFERENCE_SECTION in row["section_path"]]
+    for position, row in enumerate(reference, 1):
+        row["score"] += API_VOTE_WEIGHT / (RRF_K + position)
+    return sorted(ranked, key=lambda row: -row["score"])

@@ -315,6 +315,10 @@ class SearchEngine:
             doc_type in ("trm", "src") and fusion.CONFIGURE_INTENT.search(query)
         ):
             ranked = fusion.fuse_register_names(ranked, query)
+        if fusion.API_INTENT.search(query) and (
+            doc_type == "idf" or not fusion.REGISTER_INTENT.search(query)
+        ):
+            ranked = fusion.fuse_api_reference(ranked)
         return ranked
 
     @staticmethod

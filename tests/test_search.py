@@ -363,6 +363,20 @@ def test_register_names_the_question_spells_out_lift_their_block_above_siblings(
     assert [row["_rowid"] for row in ranked] == [2, 1, 3], "prose gets no name vote"
 
 
+def test_struct_and_config_questions_vote_for_the_api_reference() -> None:
+    guide = {
+        "_rowid": 1,
+        "section_path": "SPI Master Driver > Transfer Speed Considerations",
+        "score": 0.0330,
+    }
+    reference = {"_rowid": 2, "section_path": "SPI Master Driver > API Reference - SPI Master > Structures"}
+    far = {"_rowid": 3, "section_path": "Wi-Fi Driver > API Reference > Structures", "score": 0.0100}
+    ranked = fusion.fuse_api_reference([guide, {**reference, "score": 0.0325}, far])
+    assert [row["_rowid"] for row in ranked] == [2, 1, 3], "a near-tie goes to the reference"
+    assert fusion.API_INTENT.search("SPI device config struct: clock speed and chip select pin")
+    assert not fusion.API_INTENT.search("configuration of the flash encryption")
+
+
 def test_configuring_questions_count_as_register_questions_only_within_manuals_and_headers(
     engine: SearchEngine,
 ) -> None:
