@@ -113,6 +113,10 @@ eval-own:
     uv run eval_retrieval.py eval/own_queries.jsonl --db {{db}} --split tune --via-mcp
     uv run eval_retrieval.py eval/own_queries.jsonl --db {{db}} --split heldout --via-mcp
 
+# Queries written before the ranking work they judge, never tuned on (eval/unseen_queries.jsonl); healthy: close to eval-own's tune split.
+eval-unseen:
+    uv run eval_retrieval.py eval/unseen_queries.jsonl --db {{db}} --via-mcp
+
 # Release questions (eval/release_queries.jsonl, needs a store holding master and v5.5 of esp32/esp32c3), scored with and without idf_version; healthy: hit@5 near 1 with it, wrong release first 0.
 eval-releases:
     uv run eval_retrieval.py eval/release_queries.jsonl --db {{db}} --via-mcp
