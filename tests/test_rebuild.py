@@ -268,3 +268,17 @@ def test_find_xml_reads_an_archive_under_its_release_folder(tmp_path: Path) -> N
     source, rejected = rebuild.find_xml(pinned, tree, "esp32c3", [tmp_path / "versions"])
     assert (source.kind, source.path, rejected) == ("archive", archive, [])
     assert source.evidence == "archive page links: v9.9"
+
+
+def test_model_option_reaches_the_embed_stages_and_names_the_valid_ids(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = rebuild.embed_argv(Path("trm.jsonl"), "trm", Path("/trm"), "db", "all-MiniLM-L6-v2-int8")
+    assert argv[-2:] == ["--model", "all-MiniLM-L6-v2-int8"]
+    assert "--model" not in rebuild.embed_argv(Path("trm.jsonl"), "trm", Path("/trm"), "db")
+    assert rebuild.main(world.argv("--model", "all-MiniLM-L6-v2-int8", "--dry-run")) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        rebuild.main(world.argv("--model", "bge-small", "--dry-run"))
+    assert exited.value.code == 2
+    assert "all-MiniLM-L6-v2-int8" in capsys.readouterr().err
