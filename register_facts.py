@@ -87,17 +87,20 @@ def _label(chip: str, revision: str | None) -> str:
     return chip + (f" {revision}" if revision else "")
 
 
-def address_coverage(table: Any, chip: str, revision: str | None) -> Coverage:
+def address_coverage(table: Any, chip: str, revision: str | None, release: str | None = None) -> Coverage:
     """Every header register instance, looked up by its own address, must answer with its name
     (or list it among the registers sharing that address). A register whose header expression
-    cannot be evaluated is looked up by name first and must then answer at the address it gives."""
-    index = registers.chip_index(table, chip, revision)
+    cannot be evaluated is looked up by name first and must then answer at the address it gives.
+    ``release``: the ESP-IDF release whose headers are walked (a store may hold several)."""
+    index = registers.chip_index(table, chip, revision, release)
     coverage = Coverage(_label(chip, revision))
     for macro in sorted(index.header_registers(), key=lambda m: m.name):
         instances = registers.instance_addresses(index, macro)
         if not instances:
             try:
-                answer = registers.lookup_register(table, chip, name=macro.name, revision=revision)
+                answer = registers.lookup_register(
+                    table, chip, name=macro.name, revision=revision, release=release
+                )
             except ValueError as error:
                 coverage.checked += 1
                 coverage.failures.append((macro.name, str(error)))
@@ -118,7 +121,9 @@ def address_coverage(table: Any, chip: str, revision: str | None) -> Coverage:
                 continue
             coverage.checked += 1
             try:
-                answer = registers.lookup_register(table, chip, address=address, revision=revision)
+                answer = registers.lookup_register(
+                    table, chip, address=address, revision=revision, release=release
+                )
             except ValueError as error:
                 coverage.failures.append((label, str(error)))
                 continue
@@ -127,7 +132,9 @@ def address_coverage(table: Any, chip: str, revision: str | None) -> Coverage:
                 coverage.resolved += 1
                 own = answer if answer["name"].upper() == macro.name.upper() else None
                 if own is None:  # another name answered: ask for this one to see where its base came from
-                    own = registers.lookup_register(table, chip, name=macro.name, revision=revision)
+                    own = registers.lookup_register(
+                        table, chip, name=macro.name, revision=revision, release=release
+                    )
                 coverage.resolved_by[resolution_kind(own)] += 1
             else:
                 coverage.failures.append((label, f"0x{address:08X} answers {answer['name']}"))
@@ -152,13 +159,15 @@ class Census:
     disagreements: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
-def census(table: Any, chip: str, revision: str | None) -> Census:
-    index = registers.chip_index(table, chip, revision)
+def census(table: Any, chip: str, revision: str | None, release: str | None = None) -> Census:
+    index = registers.chip_index(table, chip, revision, release)
     result = Census(_label(chip, revision))
     for macro in sorted(index.header_registers(), key=lambda m: m.name):
         result.header_registers += 1
         try:
-            answer = registers.lookup_register(table, chip, name=macro.name, revision=revision)
+            answer = registers.lookup_register(
+                table, chip, name=macro.name, revision=revision, release=release
+            )
         except ValueError as error:
             result.header_gaps.append((macro.name, str(error)))
             continue
@@ -173,7 +182,7 @@ def census(table: Any, chip: str, revision: str | None) -> Census:
         result.manual_registers += 1
         try:
             answer = registers.lookup_register(
-                table, chip, name=_first_instance(index, name), revision=revision
+                table, chip, name=_first_instance(index, name), revision=revision, release=release
             )
         except ValueError as error:  # a manual "register" named clicintattr[i] is no identifier
             result.manual_unanswered.append((name, str(error)))
@@ -289,7 +298,11 @@ def _chips(names: list[str] | None) -> list[str]:
 
 def _cmd_addresses(args: argparse.Namespace) -> int:
     table = _open(args.db)
-    results = [address_coverage(table, c, r) for c, r in tqdm(scopes(_chips(args.chip)), desc="address map")]
+    default = registers.held_releases(table).default
+    results = [
+        address_coverage(table, c, r, default(c))
+        for c, r in tqdm(scopes(_chips(args.chip)), desc="address map")
+    ]
     for cov in results:
         print(
             f"{cov.scope:18s} {cov.resolved:6d}/{cov.checked:6d} {cov.share:7.2%}"
@@ -313,7 +326,8 @@ def _cmd_addresses(args: argparse.Namespace) -> int:
 
 def _cmd_census(args: argparse.Namespace) -> int:
     table = _open(args.db)
-    results = [census(table, c, r) for c, r in tqdm(scopes(_chips(args.chip)), desc="census")]
+    default = registers.held_releases(table).default
+    results = [census(table, c, r, default(c)) for c, r in tqdm(scopes(_chips(args.chip)), desc="census")]
     for r in results:
         print(
             f"{r.scope:18s} header fields+reset {r.header_complete:5d}/{r.header_registers:5d} "

@@ -372,6 +372,7 @@ class ChipIndex:
     linker_file: str | None = None
     memory_map: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)  # manual's table
     table: Any = None  # the store, for the struct headers' instance declarations read on demand
+    release: str | None = None  # the ESP-IDF release whose headers this index reads (None: any)
     _externs: dict[str, list[tuple[str, str]] | None] = field(default_factory=dict)
     _base_sources: dict[str, tuple[BaseSource | None, str]] = field(default_factory=dict)
     _overlay_memos: dict[tuple[str, str, int], dict[str, int | None]] = field(default_factory=dict)
@@ -479,7 +480,7 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
     key = (id(table), table.version, chip, revision, release)
     if key in _INDEX_CACHE:
         return _INDEX_CACHE[key][1]
-    index = ChipIndex(chip, revision, table=table)
+    index = ChipIndex(chip, revision, table=table, release=release)
     columns = ["text", "chips", "revisions", "source_doc", "section_path", "file_path", "chunk_index"]
     columns += ["source_version", "source_commit"]
     # "Register " is tested here, not in SQL: a LIKE over every text is 5x slower than the fetch
@@ -1214,7 +1215,12 @@ def _struct_externs(index: ChipIndex, register_file: str) -> list[tuple[str, str
     struct_file = register_file.removesuffix("_reg.h") + "_struct.h"
     if struct_file not in index._externs:
         where = f"doc_type = 'src' AND file_path = {_quote_path(struct_file)}"
-        rows = _rows(index.table, where, ["text"])
+        # only the index's release: another release's struct header may declare other instance types
+        rows = [
+            row
+            for row in _rows(index.table, where, ["text", "releases"])
+            if index.release is None or index.release in row["releases"]
+        ]
         externs = [(m.group(1), m.group(2)) for row in rows for m in _EXTERN.finditer(row["text"])]
         index._externs[struct_file] = list(dict.fromkeys(externs)) if rows else None
     return index._externs[struct_file]

@@ -722,3 +722,19 @@ def test_compare_release_needs_a_store_with_releases(table: Any) -> None:
         ValueError, match="the store holds no ESP-IDF release, so there is nothing to compare"
     ):
         registers.lookup_register(table, "esp32c3", name="UART_CLKDIV_REG", compare_release="5.5")
+
+
+def test_register_facts_walk_one_releases_headers(release_table: Any) -> None:
+    """A store of two releases: the address check and the census read the headers of the release the
+    tool answers by default (mixing both would walk v5.5's UART_LEGACY_REG next to v6.1-dev's cards)."""
+    import register_facts
+
+    assert registers.held_releases(release_table).default("esp32c3") == "v6.1-dev"
+    walked = {
+        release: register_facts.address_coverage(release_table, "esp32c3", None, release)
+        for release in ("v6.1-dev", "v5.5")
+    }
+    assert walked["v6.1-dev"].checked != walked["v5.5"].checked
+    assert all(coverage.resolved == coverage.checked for coverage in walked.values())
+    counted = {r: register_facts.census(release_table, "esp32c3", None, r).header_registers for r in walked}
+    assert counted["v6.1-dev"] != counted["v5.5"]
