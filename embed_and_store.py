@@ -416,7 +416,8 @@ def embed_missing(
     cached = len(vectors)
     missing = [h for h in texts_by_hash if h not in vectors]
     # Longest first in tokens: neighbours then have the same truncated length and a batch pads
-    # nothing (ordered by characters, padding was 13% of the work), and the ETA starts pessimistic.
+    # little (ordered by characters, 7.5% of a sample's tokens were padding; now 1.7%), and the ETA
+    # starts pessimistic.
     tokens = embedder.count_tokens([texts_by_hash[h] for h in missing])
     todo = [h for _, h in sorted(zip(tokens, missing, strict=True), key=lambda pair: -pair[0])]
     with tqdm(total=len(todo), unit="chunk", desc="embedding", disable=not todo, file=sys.stderr) as bar:
