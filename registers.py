@@ -826,13 +826,8 @@ def _layout_note(
     )
     if renamed is not None:
         twin, offset = renamed
-        adopted = {
-            key: twin[key]
-            for key in ("fields", "reset", "reset_by_source", "disagreements", "reset_partial", "chapter")
-            if key in twin
-        }
         return {
-            **adopted,
+            **_layout_of(twin, "chapter"),
             "reset_from": f"{twin['reset_from']}, of {twin['name']}",
             "sources": {**twin["sources"], HEADERS: None},
             "same_register_as": twin["name"],
@@ -843,13 +838,8 @@ def _layout_note(
     if len(twins) == 1:
         twin = twins[0]
         documented = "the manual" if twin["sources"][MANUAL] else f"{_file_name(twin['sources'][HEADERS])}"
-        adopted = {
-            key: twin[key]
-            for key in ("fields", "reset", "reset_by_source", "sources", "disagreements", "reset_partial")
-            if key in twin
-        }
         return {
-            **adopted,
+            **_layout_of(twin, "sources"),
             "reset_from": f"{twin['reset_from']}, of {twin['name']}",
             "same_register_as": twin["name"],
             "note": f"{head}; {twin['name']} sits at the same address ({address}) and {documented} documents "
@@ -896,6 +886,12 @@ def _manual_under_prefix(
         return None
     answer = _describe_register(index, found[0], join=False)
     return (answer, offset) if answer["fields"] else None
+
+
+def _layout_of(twin: dict[str, Any], *extra: str) -> dict[str, Any]:
+    """The layout facts a register adopts from the register that stands in for it."""
+    keys = ("fields", "reset", "reset_by_source", "disagreements", "reset_partial", *extra)
+    return {key: twin[key] for key in keys if key in twin}
 
 
 def _same_address_layouts(index: ChipIndex, name: str, address: int) -> list[dict[str, Any]]:

@@ -307,17 +307,14 @@ class SearchEngine:
             tiered = len(other_words) <= fusion.SYMBOL_LED_WORDS
             hits = self.retrievers.symbol_hits(symbols, where)
             ranked = fusion.fuse_symbols(ranked, hits, CANDIDATE_POOL, tiered)
-        if fusion.REGISTER_INTENT.search(query):
+        asks_register = bool(fusion.REGISTER_INTENT.search(query))
+        if asks_register:
             ranked = fusion.fuse_register_definitions(ranked)
         if kind == "capability":
             ranked = fusion.fuse_capability_definitions(ranked)
-        if fusion.REGISTER_INTENT.search(query) or (
-            doc_type in ("trm", "src") and fusion.CONFIGURE_INTENT.search(query)
-        ):
+        if asks_register or (doc_type in ("trm", "src") and fusion.CONFIGURE_INTENT.search(query)):
             ranked = fusion.fuse_register_names(ranked, query)
-        if fusion.API_INTENT.search(query) and (
-            doc_type == "idf" or not fusion.REGISTER_INTENT.search(query)
-        ):
+        if fusion.API_INTENT.search(query) and (doc_type == "idf" or not asks_register):
             ranked = fusion.fuse_api_reference(ranked)
         return ranked
 
