@@ -738,3 +738,27 @@ def test_register_facts_walk_one_releases_headers(release_table: Any) -> None:
     assert all(coverage.resolved == coverage.checked for coverage in walked.values())
     counted = {r: register_facts.census(release_table, "esp32c3", None, r).header_registers for r in walked}
     assert counted["v6.1-dev"] != counted["v5.5"]
+
+
+def test_a_struct_headers_instances_come_from_the_answering_release(tmp_path: Path) -> None:
+    """v5.5's i2c_struct.h (edited here) declares I2C0 alone; a lookup answers each release with its
+    own header's instances, never the union of both."""
+    old = tmp_path / "idf-v5.5"
+    shutil.copytree(FIXTURES / "idf", old)
+    struct_h = old / "components/soc/esp32h2/register/soc/i2c_struct.h"
+    struct_h.write_text(struct_h.read_text().replace("extern i2c_dev_t I2C1;\n", ""))
+    write_jsonl(tmp_path / "dev.jsonl", _release_src_rows(FIXTURES / "idf", DEV, {"esp32h2"}))
+    write_jsonl(tmp_path / "v55.jsonl", _release_src_rows(old, V55, {"esp32h2"}))
+    src = dedup_chunks.dedup([tmp_path / "dev.jsonl", tmp_path / "v55.jsonl"]).rows
+    rows = [{**row, "vector": [0.0] * 4, "windows": [[0.0] * 4]} for row in src]
+    store = lancedb.connect(tmp_path / "store").create_table("chunks", rows, schema=arrow_schema(4))
+
+    answers = {
+        release: registers.lookup_register(store, "esp32h2", name="I2C_CTR_REG", release=release)
+        for release in ("v6.1-dev", "v5.5")
+    }
+    assert [i["instance"] for i in answers["v6.1-dev"]["instances"]] == ["I2C0", "I2C1"]
+    assert "instances" not in answers["v5.5"] and answers["v5.5"]["address_absolute"] == "0x60004004"
+    assert answers["v5.5"]["base_from"]["source"] == (
+        "esp32h2.peripherals.ld PROVIDE(I2C0), the instance of i2c_dev_t that i2c_struct.h declares"
+    )
