@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from chip_vocab import DOC_TYPES
+
 # v6.1-dev-6734-g102122904ad, v5.5.5, 5.5, v6.0-rc1, release/v5.5 (the prefix is stripped first)
 RELEASE = re.compile(r"^v?(\d{1,2})\.(\d{1,3})(?:\.(\d{1,3}))?(-dev)?(?![\d.])")
 # what a caller may send before it is parsed: anything else is refused without being echoed raw
@@ -99,14 +101,33 @@ class ReleaseIndex:
     """The releases a store holds, read once with the rest of the store index."""
 
     held: dict[str, HeldRelease] = field(default_factory=dict)
+    # doc_types seen with rows that list no release, and with rows that list one
+    without_release: set[str] = field(default_factory=set)
+    with_release: set[str] = field(default_factory=set)
 
     def add_row(self, row: dict[str, Any]) -> None:
         """Count one row under each release it lists (TRM rows list none)."""
+        if "doc_type" in row:
+            (self.with_release if row["releases"] else self.without_release).add(row["doc_type"])
         for series, source in zip(row["releases"], row["release_sources"], strict=False):
             version, commit = split_source(source)
             held = self.held.setdefault(series, HeldRelease(series, version, commit))
             held.rows += 1
             held.chips.update(row["chips"])
+
+    @property
+    def releaseless_doc_types(self) -> tuple[str, ...] | None:
+        """The doc_types whose rows all list no release (the manuals), when exactly those rows list
+        none; None when the rows were read without their doc_type, a doc_type mixes both, or a name
+        is outside the vocabulary.
+
+        With it the release filter is ``doc_type IN (...) OR array_has(...)``, which LanceDB answers
+        from its indexes; ``cardinality(releases) = 0`` is evaluated row by row, and made an
+        unfiltered search 2.7x slower on the full store (docs/retrieval.md)."""
+        seen = self.without_release | self.with_release
+        if not seen or self.without_release & self.with_release or not seen <= set(DOC_TYPES):
+            return None
+        return tuple(sorted(self.without_release))
 
     @property
     def series(self) -> list[str]:
@@ -187,12 +208,19 @@ class ReleaseChoice:
 
     series: str | None
     envelope: dict[str, Any]
+    # ReleaseIndex.releaseless_doc_types of the store: the rows that hold for every release
+    releaseless_doc_types: tuple[str, ...] | None = None
 
     def where(self) -> str | None:
-        """Filter clause; ``series`` is always one of the store's own held names, never caller text."""
+        """Filter clause: the series' rows and the rows true for every release. ``series`` is always
+        one of the store's own held names and the doc_types vocabulary names, never caller text."""
         if self.series is None:
             return None
-        return f"(cardinality(releases) = 0 OR array_has(releases, '{self.series}'))"
+        if self.releaseless_doc_types is None:
+            return f"(cardinality(releases) = 0 OR array_has(releases, '{self.series}'))"
+        doc_types = ", ".join(f"'{d}'" for d in self.releaseless_doc_types)
+        everywhere = f"doc_type IN ({doc_types}) OR " if doc_types else ""
+        return f"({everywhere}array_has(releases, '{self.series}'))"
 
 
 def choose(
@@ -249,4 +277,4 @@ def choose(
     }
     if notes:
         envelope["notes"] = notes
-    return ReleaseChoice(series, envelope)
+    return ReleaseChoice(series, envelope, index.releaseless_doc_types)

@@ -383,7 +383,7 @@ class SearchEngine:
             return {}
         counts = {}
         for one in series:
-            where = filters.with_release(ReleaseChoice(one, {})).where()
+            where = filters.with_release(ReleaseChoice(one, {}, held.releaseless_doc_types)).where()
             hits = self.retrievers.symbols([symbol], where, SYMBOL_COUNT_CAP)
             # TRM rows hold for every release; a migration guide naming it says it changed, not that it exists
             counts[one] = sum(

@@ -92,6 +92,34 @@ def test_default_project_release_and_nearest(index: ReleaseIndex) -> None:
     assert [h["idf_version"] for h in choose(index, None, chip=None).envelope["held"]] == ["v6.1-dev", "v5.5"]
 
 
+def _row(doc_type: str, releases: list[str]) -> dict[str, Any]:
+    sources = [f"{r}.0@{'0' * 40}" for r in releases]
+    return {"doc_type": doc_type, "chips": ["esp32"], "releases": releases, "release_sources": sources}
+
+
+def test_the_release_filter_names_the_doc_types_that_hold_for_every_release() -> None:
+    """The manuals list no release; when exactly their rows do, the filter says so by doc_type (which
+    LanceDB answers from its indexes), else it tests each row's release list."""
+    clean = ReleaseIndex()
+    for row in (_row("trm", []), _row("idf", ["v6.1-dev"]), _row("src", ["v6.1-dev", "v5.5"])):
+        clean.add_row(row)
+    assert clean.releaseless_doc_types == ("trm",)
+    fast = choose(clean, "5.5", chip=None)
+    assert fast.where() == "(doc_type IN ('trm') OR array_has(releases, 'v5.5'))"
+
+    mixed = ReleaseIndex()
+    for row in (_row("trm", []), _row("idf", ["v6.1-dev"]), _row("idf", [])):
+        mixed.add_row(row)
+    assert mixed.releaseless_doc_types is None
+    assert choose(mixed, None, chip=None).where() == (
+        "(cardinality(releases) = 0 OR array_has(releases, 'v6.1-dev'))"
+    )
+    unknown = ReleaseIndex()
+    unknown.add_row({k: v for k, v in _row("idf", ["v6.1-dev"]).items() if k != "doc_type"})
+    assert unknown.releaseless_doc_types is None, "rows read without their doc_type prove nothing"
+    assert choose(ReleaseIndex(), None, chip=None).where() is None, "no release held: no filter"
+
+
 # -- the engine on a two-release store --------------------------------------------------------------
 
 
@@ -120,6 +148,27 @@ def test_search_answers_from_one_release_and_says_which(engine: SearchEngine) ->
     assert {C3_ONLY_V55, "migration-guides/release-6.x/6.0/peripherals"} <= set(files(everything))
     trm = engine.search("UART registers", chip="esp32c3", doc_type="trm", idf_version="5.5")
     assert trm["results"] and all(r["releases"] == [] for r in trm["results"]), "manuals hold for all"
+
+
+def test_the_engines_release_filter_selects_what_the_row_by_row_test_selects(engine: SearchEngine) -> None:
+    assert engine.index.releases.releaseless_doc_types == ("trm",)
+    table = engine.retrievers.table
+    for series in ("v6.1-dev", "v5.5"):
+        fast = choose(engine.index.releases, series, chip=None).where()
+        slow = f"(cardinality(releases) = 0 OR array_has(releases, '{series}'))"
+        assert fast != slow
+        selected = [
+            set(
+                table.search()
+                .where(w)
+                .select(["file_path"])
+                .limit(10_000)
+                .to_arrow()["file_path"]
+                .to_pylist()
+            )
+            for w in (fast, slow)
+        ]
+        assert selected[0] == selected[1] and selected[0]
 
 
 def test_find_symbol_reports_each_release_and_the_migration_note(engine: SearchEngine) -> None:
