@@ -1165,10 +1165,18 @@ def _witness(source: BaseSource) -> str:
     return f"{_file_name(source.file_path)} " + ", ".join(body for _, _, body in source.instances)
 
 
+# A map row names a block by what it is ("H264 Encoder"), its base macro by the block alone (H264)
+_BLOCK_NOUNS = frozenset(("ENCODER", "DECODER", "CONTROLLER", "MODULE", "PERIPHERAL", "ACCELERATOR"))
+
+
 def _map_keys(name: str) -> set[str]:
-    """``Two-wire Automotive Interface 0 (TWAI0)`` -> {TWOWIREAUTOMOTIVEINTERFACE0, TWAI0}."""
+    """``Two-wire Automotive Interface 0 (TWAI0)`` -> {TWOWIREAUTOMOTIVEINTERFACE0, TWAI0};
+    ``H264 Encoder`` -> {H264ENCODER, H264}."""
     keys = {re.sub(r"[^A-Z0-9]", "", part.upper()) for part in re.findall(r"\(([^()]*)\)", name)}
-    keys.add(re.sub(r"[^A-Z0-9]", "", re.sub(r"\([^()]*\)", "", name).upper()))
+    words = re.findall(r"[A-Z0-9]+", re.sub(r"\([^()]*\)", "", name).upper())
+    keys.add("".join(words))
+    if len(words) > 1 and words[-1] in _BLOCK_NOUNS:
+        keys.add("".join(words[:-1]))
     return {k for k in keys if k}
 
 

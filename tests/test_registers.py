@@ -464,6 +464,21 @@ def test_a_base_only_the_manual_address_map_names_resolves(table: Any) -> None:
     assert "'Memory Monitor (MEM_MONITOR)' at 0x60092000" in answer["base_from"]["source"]
 
 
+def test_a_map_row_naming_what_the_block_is_places_its_base() -> None:
+    """ "H264 Encoder" is the block DR_REG_H264_BASE names; "H264 DMA" is another block."""
+    assert registers._map_keys("H264 Encoder") == {"H264ENCODER", "H264"}
+    assert registers._map_keys("H264 DMA") == {"H264DMA"}
+    assert registers._map_keys("UART Controller 0 (UART0)") == {"UARTCONTROLLER0", "UART0"}
+
+
+def test_a_base_the_map_names_with_its_block_noun_resolves(table: Any) -> None:
+    answer = registers.lookup_register(table, "esp32h2", name="H264_SYS_CTRL_REG")
+    assert answer["address_absolute"] == "0x60094000"
+    assert answer["base_from"]["kind"] == "manual memory map"
+    assert "'H264 Encoder' at 0x60094000" in answer["base_from"]["source"]
+    assert registers.lookup_register(table, "esp32h2", address="0x60094000")["name"] == "H264_SYS_CTRL_REG"
+
+
 @pytest.mark.parametrize(
     ("name", "why"),
     [
