@@ -122,8 +122,8 @@ class ReleaseIndex:
         is outside the vocabulary.
 
         With it the release filter is ``doc_type IN (...) OR array_has(...)``, which LanceDB answers
-        from its indexes; ``cardinality(releases) = 0`` is evaluated row by row, and made an
-        unfiltered search 2.7x slower on the full store (docs/retrieval.md)."""
+        from its indexes; ``cardinality(releases) = 0`` is evaluated row by row, which made an
+        unfiltered question 1.8x slower on the full store (docs/retrieval.md)."""
         seen = self.without_release | self.with_release
         if not seen or self.without_release & self.with_release or not seen <= set(DOC_TYPES):
             return None
