@@ -365,6 +365,7 @@ class ChipIndex:
     _bases: dict[str, int] | None = None
     _field_owners: dict[str, list[str]] | None = None
     _base_owners: list[tuple[int, list[str]]] | None = None
+    _base_values: list[int] | None = None  # the owners' addresses, for bisect
     # (chapter, prefix[@base]) -> (votes per (base value, base macro), whether siblings use several bases)
     _chapter_bases: dict[tuple[str, str], tuple[dict[tuple[int, str], int], bool]] = field(
         default_factory=dict
@@ -381,6 +382,8 @@ class ChipIndex:
         default_factory=dict
     )  # per missing base, not per register
     _base_keys: list[tuple[str, Macro]] | None = None  # (_base_key, macro) of every *_BASE macro
+    # instance_addresses per register macro: the address map and the manual's registers both ask
+    _instances: dict[tuple[Any, ...], list[tuple[int, int]]] = field(default_factory=dict)
 
     def header_registers(self) -> list[Macro]:
         """Register macros (``X_REG``, ``X_REG(i)``, ``X_REG_1``), not base, field or accessor macros."""
@@ -440,7 +443,9 @@ class ChipIndex:
     def owning_base(self, address: int) -> tuple[int, list[str]] | None:
         """The highest base at or below ``address``: the peripheral block it lies in, if any."""
         owners = self.base_owners()
-        position = bisect.bisect_right([value for value, _ in owners], address)
+        if self._base_values is None:
+            self._base_values = [value for value, _ in owners]
+        position = bisect.bisect_right(self._base_values, address)
         return owners[position - 1] if position else None
 
 
@@ -1653,6 +1658,13 @@ def instance_addresses(index: ChipIndex, macro: Macro) -> list[tuple[int, int]]:
     family (its ``DR_REG_*_BASE`` names): bases sit 4 KB apart, so a bare "is some base" test
     would put UART2 of ESP32-C3 on the I2C block. Instances that evaluate outside every block
     are skipped, not fatal: ESP32-C3's REG_SPI_BASE(i) is 0 except for i = 2 (GP-SPI2)."""
+    key = (macro.name, macro.params, macro.body, macro.file_path)
+    if key not in index._instances:
+        index._instances[key] = _instance_addresses(index, macro)
+    return index._instances[key]
+
+
+def _instance_addresses(index: ChipIndex, macro: Macro) -> list[tuple[int, int]]:
     if not macro.params:
         placed: list[tuple[int, int]] = []
         for instance in range(base_instances(index, macro)):
