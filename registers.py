@@ -382,6 +382,7 @@ class ChipIndex:
         default_factory=dict
     )  # per missing base, not per register
     _base_keys: list[tuple[str, Macro]] | None = None  # (_base_key, macro) of every *_BASE macro
+    _trm_by_chapter: dict[str, list[tuple[str, TrmEntry]]] | None = None
     # instance_addresses per register macro: the address map and the manual's registers both ask
     _instances: dict[tuple[Any, ...], list[tuple[int, int]]] = field(default_factory=dict)
 
@@ -439,6 +440,14 @@ class ChipIndex:
                 owners[value].append(name)
             self._base_owners = sorted((value, sorted(names)) for value, names in owners.items())
         return self._base_owners
+
+    def trm_in_chapter(self, file_path: str) -> list[tuple[str, TrmEntry]]:
+        """The manual registers (name, first entry) documented in one chapter file, in index order."""
+        if self._trm_by_chapter is None:
+            self._trm_by_chapter = defaultdict(list)
+            for name, entries in self.trm.items():
+                self._trm_by_chapter[entries[0].row["file_path"]].append((name, entries[0]))
+        return self._trm_by_chapter.get(file_path, [])
 
     def owning_base(self, address: int) -> tuple[int, list[str]] | None:
         """The highest base at or below ``address``: the peripheral block it lies in, if any."""
@@ -1490,13 +1499,8 @@ def _chapter_base(
         votes: dict[tuple[int, str], int] = defaultdict(int)
         placed: dict[str, int] = {}  # base macro -> the base value its siblings give
         unplaced: set[str] = set()  # base macros of siblings no source places (ESP32-P4 DR_REG_H264_BASE)
-        for sibling, entries in index.trm.items():
-            entry = entries[0]
-            if (
-                entry.row["file_path"] != file_path
-                or sibling not in index.macros
-                or not sibling.startswith(prefix)
-            ):
+        for sibling, entry in index.trm_in_chapter(file_path):
+            if sibling not in index.macros or not sibling.startswith(prefix):
                 continue
             uses = _base_macro(index.macros[sibling].body) or "base"
             offset = _parse_offset(entry.register["address"])
