@@ -365,7 +365,7 @@ class ChipIndex:
     _bases: dict[str, int] | None = None
     _field_owners: dict[str, list[str]] | None = None
     _base_owners: list[tuple[int, list[str]]] | None = None
-    _base_values: list[int] | None = None  # the owners' addresses, for bisect
+    _base_values: list[int] = field(default_factory=list)  # base_owners' addresses, for bisect
     # (chapter, prefix[@base]) -> (votes per (base value, base macro), whether siblings use several bases)
     _chapter_bases: dict[tuple[str, str], tuple[dict[tuple[int, str], int], bool]] = field(
         default_factory=dict
@@ -384,7 +384,7 @@ class ChipIndex:
     _base_keys: list[tuple[str, Macro]] | None = None  # (_base_key, macro) of every *_BASE macro
     _trm_by_chapter: dict[str, list[tuple[str, TrmEntry]]] | None = None
     # instance_addresses per register macro: the address map and the manual's registers both ask
-    _instances: dict[tuple[Any, ...], list[tuple[int, int]]] = field(default_factory=dict)
+    _instances: dict[Macro, list[tuple[int, int]]] = field(default_factory=dict)
 
     def header_registers(self) -> list[Macro]:
         """Register macros (``X_REG``, ``X_REG(i)``, ``X_REG_1``), not base, field or accessor macros."""
@@ -439,6 +439,7 @@ class ChipIndex:
             for name, value in self.bases().items():
                 owners[value].append(name)
             self._base_owners = sorted((value, sorted(names)) for value, names in owners.items())
+            self._base_values = [value for value, _ in self._base_owners]
         return self._base_owners
 
     def trm_in_chapter(self, file_path: str) -> list[tuple[str, TrmEntry]]:
@@ -452,8 +453,6 @@ class ChipIndex:
     def owning_base(self, address: int) -> tuple[int, list[str]] | None:
         """The highest base at or below ``address``: the peripheral block it lies in, if any."""
         owners = self.base_owners()
-        if self._base_values is None:
-            self._base_values = [value for value, _ in owners]
         position = bisect.bisect_right(self._base_values, address)
         return owners[position - 1] if position else None
 
@@ -1662,10 +1661,9 @@ def instance_addresses(index: ChipIndex, macro: Macro) -> list[tuple[int, int]]:
     family (its ``DR_REG_*_BASE`` names): bases sit 4 KB apart, so a bare "is some base" test
     would put UART2 of ESP32-C3 on the I2C block. Instances that evaluate outside every block
     are skipped, not fatal: ESP32-C3's REG_SPI_BASE(i) is 0 except for i = 2 (GP-SPI2)."""
-    key = (macro.name, macro.params, macro.body, macro.file_path)
-    if key not in index._instances:
-        index._instances[key] = _instance_addresses(index, macro)
-    return index._instances[key]
+    if macro not in index._instances:
+        index._instances[macro] = _instance_addresses(index, macro)
+    return index._instances[macro]
 
 
 def _instance_addresses(index: ChipIndex, macro: Macro) -> list[tuple[int, int]]:
