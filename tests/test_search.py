@@ -338,17 +338,17 @@ def test_capability_questions_vote_for_capability_header_passages() -> None:
 
 
 def test_register_names_the_question_spells_out_lift_their_block_above_siblings() -> None:
-    words = fusion.question_words("bit to power up the temperature sensor")
+    words = fusion.QuestionWords("bit to power up the temperature sensor")
     power = "TSENS > Registers\n\nRegister TSENS_CTRL_REG\nAddress: 0x0000\n- TSENS_POWER_UP [22] (R/W)"
     clock = "TSENS > Registers\n\nRegister TSENS_CLK_REG\nAddress: 0x0004\n- TSENS_CLK_DIV [7:0] (R/W)"
     assert fusion.name_coverage(power, words) == pytest.approx(2 / 3), "power, up; not tsens"
     assert fusion.name_coverage(clock, words) == 0.0
     # abbreviations count: ctrl is control, conf is configuration; REG says nothing
-    control = fusion.question_words("pulse counter control register address")
+    control = fusion.QuestionWords("pulse counter control register address")
     assert fusion.name_coverage("Register PCNT_CTRL_REG\nAddress: 0x00b0", control) == 0.5
     assert fusion.name_coverage("Register PCNT_U0_CONF0_REG\nAddress: 0x0000", control) == 0.0
     card = "components/soc/esp32c3/include/soc/uart_reg.h\n\nUART_CONF0_REG = DR_REG_UART_BASE + 0x20\n"
-    assert fusion.name_coverage(card + "- UART_TXD_INV [13]", fusion.question_words("invert uart txd")) == 1.0
+    assert fusion.name_coverage(card + "- UART_TXD_INV [13]", fusion.QuestionWords("invert uart txd")) == 1.0
     prose = {
         "_rowid": 3,
         "text": "TSENS > Programming Procedure\n\nPower up the temperature sensor.",
@@ -386,7 +386,7 @@ def test_configuring_questions_count_as_register_questions_only_within_manuals_a
     query = "set the UART baud rate divider"
     within = {row["_rowid"]: row for row in engine.rank(query, "doc_type = 'trm'", doc_type="trm")}
     unfiltered = {row["_rowid"]: row for row in engine.rank(query, "doc_type = 'trm'")}
-    words = fusion.question_words(query)
+    words = fusion.QuestionWords(query)
     named = [i for i, row in within.items() if fusion.name_coverage(row["text"], words) > 0]
     assert named, "the fixture's UART register blocks name UART"
     for rowid in named:
