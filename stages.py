@@ -458,10 +458,15 @@ def stop_children() -> None:
         children = list(_CHILDREN)
     for child in children:
         _signal_group(child, signal.SIGTERM)
-    for child in children:
-        try:
-            child.wait(timeout=30)
-        except subprocess.TimeoutExpired:
+    try:
+        for child in children:
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                _signal_group(child, signal.SIGKILL)
+    except KeyboardInterrupt:
+        # a second Ctrl-C: the user will not wait for a clean stop, and must not get a traceback
+        for child in children:
             _signal_group(child, signal.SIGKILL)
 
 

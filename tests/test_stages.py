@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ from stages import (
     file_digest,
     format_table,
     run_command,
+    stop_children,
     tree_digest,
 )
 
@@ -244,3 +248,59 @@ def test_an_interrupted_run_keeps_what_finished_and_resumes(tmp_path: Path) -> N
     stages[1].action = original
     results = runner.run(runner.select([]), say=lambda _line: None)
     assert {r.stage: r.status for r in results} == {"a": "skipped", "ab": "ran", "b": "ran", "c": "ran"}
+
+
+def _start_child(tmp_path: Path, script: str) -> tuple[threading.Thread, int]:
+    """Run ``script`` through run_command in a thread, as a stage would; return it and the child's pid."""
+    pid_file = tmp_path / "child.pid"
+    code = "\n".join(
+        [
+            "import os, pathlib, signal, time",
+            script,
+            f"pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))",
+            "time.sleep(60)",
+        ]
+    )
+    thread = threading.Thread(target=run_command, args=([sys.executable, "-c", code], tmp_path / "child.log"))
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the child never started"
+        time.sleep(0.05)
+    return thread, int(pid_file.read_text())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_stop_children_stops_a_running_child(tmp_path: Path) -> None:
+    thread, pid = _start_child(tmp_path, "")
+    stop_children()
+    thread.join(timeout=20)
+    assert not thread.is_alive() and not _alive(pid)
+
+
+def test_a_second_interrupt_while_stopping_kills_without_a_traceback(tmp_path: Path) -> None:
+    """A child that ignores SIGTERM would hold the stop for 30 s; a second Ctrl-C kills it at once."""
+    thread, pid = _start_child(tmp_path, "signal.signal(signal.SIGTERM, signal.SIG_IGN)")
+
+    def second_ctrl_c(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, second_ctrl_c)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        started = time.monotonic()
+        stop_children()  # must not raise
+        waited = time.monotonic() - started
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    thread.join(timeout=20)
+    assert waited < 20
+    assert not thread.is_alive() and not _alive(pid)
