@@ -10,6 +10,8 @@ import json
 import os
 import re
 import shutil
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -777,3 +779,41 @@ def test_a_struct_headers_instances_come_from_the_answering_release(tmp_path: Pa
     assert answers["v5.5"]["base_from"]["source"] == (
         "esp32h2.peripherals.ld PROVIDE(I2C0), the instance of i2c_dev_t that i2c_struct.h declares"
     )
+
+
+def _names_from_threads(table: Any, addresses: list[str], threads: int) -> list[list[str] | BaseException]:
+    """Each thread looks up every address; threads are switched every microsecond."""
+    answers: list[list[str] | BaseException] = [[] for _ in range(threads)]
+
+    def ask(worker: int) -> None:
+        try:
+            answers[worker] = [
+                registers.lookup_register(table, "esp32c3", address=a)["name"] for a in addresses
+            ]
+        except BaseException as error:
+            answers[worker] = error
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        workers = [threading.Thread(target=ask, args=(k,)) for k in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        sys.setswitchinterval(switch)
+    return answers
+
+
+def test_concurrent_address_lookups_answer_as_one_caller_does(tmp_path: Path) -> None:
+    """The server answers on several threads, and a chip's address map is built on first use: every
+    thread must read a finished map."""
+    addresses = ["0x60000014", "0x60010014", "0x6003A000", "0x6003A01C", "0x6003A00C", "0x60010080"]
+    rows = [{**row, "vector": [0.0] * 4, "windows": [[0.0] * 4]} for row in _trm_rows() + _src_rows()]
+    reference = lancedb.connect(tmp_path / "reference").create_table("chunks", rows, schema=arrow_schema(4))
+    expected = [registers.lookup_register(reference, "esp32c3", address=a)["name"] for a in addresses]
+    for attempt in range(3):
+        fresh = lancedb.connect(tmp_path / f"s{attempt}").create_table("chunks", rows, schema=arrow_schema(4))
+        registers.lookup_register(fresh, "esp32c3", name="UART_CLKDIV_REG")  # index built, no address map
+        assert _names_from_threads(fresh, addresses, threads=6) == [expected] * 6
