@@ -24,6 +24,8 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -477,10 +479,40 @@ def load_engine(args: argparse.Namespace) -> tuple[SearchEngine | StoreWatch, Se
     return watch, current
 
 
+def prepare_project_registers(engine: SearchEngine, scopes: ScopeResolver) -> threading.Thread | None:
+    """Build the register index and address map of the project's chip in the background, so the
+    agent's first register lookup answers in milliseconds rather than paying up to ~1.5 s for it.
+    Only the project's chip: all thirteen would cost ~9 s of CPU and ~230 MiB."""
+    applied = project_scope.apply(scopes.resolve(None), None, None)
+    if applied.chip is None:
+        return None
+    chip = normalize_chip(applied.chip)
+
+    def prepare() -> None:
+        started = time.monotonic()
+        try:
+            release = engine.release_for(None, chip, applied.release)
+            count = registers.prepare_chip(engine.table, chip, applied.revision, release.series)
+        except (ValueError, SearchInputError) as error:  # a chip or revision the store does not hold
+            print(f"mcp_server: register map of {chip} not prepared: {error}", file=sys.stderr)
+            return
+        print(
+            f"mcp_server: register map of {chip} (project scope) ready, {count} addresses, "
+            f"in {time.monotonic() - started:.1f} s",
+            file=sys.stderr,
+        )
+
+    thread = threading.Thread(target=prepare, name="prepare-registers", daemon=True)
+    thread.start()
+    return thread
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     source, engine = load_engine(args)
     scopes = ScopeResolver(*project_scope.configured_project(args.project))
+    if engine is not None:
+        prepare_project_registers(engine, scopes)
     token = args.token
     auth = (
         (http_security.auth_settings(args.host, args.port), http_security.StaticTokenVerifier(token))

@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import httpx2 as httpx
 import pytest
@@ -33,9 +33,11 @@ Call = Callable[[str, dict[str, Any]], CallToolResult]
 
 
 @asynccontextmanager
-async def connected(args: list[str], env: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
+async def connected(
+    args: list[str], env: dict[str, str] | None = None, errlog: TextIO = sys.stderr
+) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(command=sys.executable, args=["mcp_server.py", *args], cwd=REPO, env=env)
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
 
@@ -339,6 +341,31 @@ def test_register_compare_release_over_mcp(call: Call) -> None:
     for arguments, message in cases:
         result = call("esp32_docs_register", {"chip": "esp32c3", "name": "UART_CLKDIV_REG", **arguments})
         assert message in error_text(result), arguments
+
+
+def test_the_project_chips_register_map_is_ready_before_the_first_lookup(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    store = build_fixture_store(tmp_path_factory.getbasetemp() / "search-store")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.16)\nproject(blink)\n")
+    (project / "sdkconfig").write_text('CONFIG_IDF_TARGET="esp32c3"\n')
+    log = tmp_path / "server.log"
+    with (
+        log.open("w") as errlog,
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(
+            connected(["--db", str(store), "--project", str(project)], errlog=errlog)
+        ) as session,
+    ):
+        deadline = time.monotonic() + 60
+        while "register map of esp32c3 (project scope) ready" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        result = portal.call(session.call_tool, "esp32_docs_register", {"address": "0x60000014"})
+    assert result.structured_content["name"] == "UART_CLKDIV_REG"
+    assert result.structured_content["chip"] == "esp32c3"
 
 
 def test_without_a_store_every_tool_says_how_to_get_one(tmp_path: Path) -> None:
