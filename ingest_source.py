@@ -382,9 +382,47 @@ def _register_description(comment: str, name: str) -> str:
     return " ".join(body).removesuffix("*/").strip()
 
 
-def card_blocks(items: list[Item]) -> list[Block]:
+# ``typedef union { struct { /** f : R/W; bitpos: [0]; default: 0; ... */ uint32_t f:1; ... }; uint32_t
+# val; } io_mux_gpio_reg_t;`` in a register header's companion *_struct.h (no other typedef inside)
+_REGISTER_TYPEDEF = re.compile(r"typedef\s+union\s*\{((?:(?!typedef).)*?)\}\s*(\w+_reg_t)\s*;", re.S)
+_DOC_COMMENT = re.compile(r"/\*\*.*?\*/", re.S)
+
+
+def struct_field_lines(struct_text: str) -> dict[str, list[str]]:
+    """Register typedef name -> its card field lines, from the field doc comments of a *_struct.h.
+
+    Some generated register headers define a register without a single field comment while the
+    struct header beside them documents every field of it (ESP32-S31 ``io_mux_reg.h`` vs
+    ``io_mux_struct.h``): for chips without a manual that is the only layout there is. Member
+    names are written upper case, as the register headers' field macros spell them."""
+    found: dict[str, list[str]] = {}
+    for typedef in _REGISTER_TYPEDEF.finditer(struct_text):
+        lines = [
+            field_line(doc.group("name").upper(), comment.group(0), {})
+            for comment in _DOC_COMMENT.finditer(typedef.group(1))
+            if (doc := _FIELD_DOC.search(comment.group(0))) is not None
+        ]
+        if lines:
+            found[typedef.group(2)] = lines
+    return found
+
+
+def _struct_typedef_for(register: str, typedefs: dict[str, list[str]]) -> str | None:
+    """The typedef a register's fields are documented under: ``X_REG`` -> ``x_reg_t``, a numbered
+    instance also as ``xn_reg_t`` or without its number (``IO_MUX_GPIO5_REG`` -> ``io_mux_gpio_reg_t``)."""
+    stem = register.lower().removesuffix("_reg")
+    for candidate in (stem, re.sub(r"\d+", "n", stem), re.sub(r"\d+", "", stem)):
+        if f"{candidate}_reg_t" in typedefs:
+            return f"{candidate}_reg_t"
+    return None
+
+
+def card_blocks(items: list[Item], struct: tuple[str, dict[str, list[str]]] | None = None) -> list[Block]:
     """One block per register: ``NAME = address expression`` and a line per field (bits, access,
-    default, short description) read from the generated field comments and _S/_V macros."""
+    default, short description) read from the generated field comments and _S/_V macros.
+
+    ``struct``: the companion struct header's name and ``struct_field_lines``; a register without
+    any field here takes the fields of its typedef there, and its line says so."""
     fields = field_macro_names(items)
     values = {i.names[0]: i.value for i in items if i.kind == "define"}
     blocks: list[Block] = []
@@ -419,7 +457,25 @@ def card_blocks(items: list[Item]) -> list[Block]:
         orphan_lines.clear()
     if orphan_fields:
         blocks.append(Block("\n".join(["Field macros:", *orphan_lines]), symbol_refs=list(orphan_fields)))
+    if struct is not None:
+        for block in blocks:
+            _borrow_struct_fields(block, *struct)
     return group_blocks(blocks)
+
+
+STRUCT_FIELDS_NOTE = "fields from"  # "[fields from io_mux_struct.h io_mux_gpio_reg_t]" on a card line
+
+
+def _borrow_struct_fields(block: Block, struct_name: str, typedefs: dict[str, list[str]]) -> None:
+    """Give a register card without field lines the documented fields of its struct typedef."""
+    if len(block.symbol_refs) != 1 or "\n" in block.text or " = " not in block.text:
+        return  # a register with field lines of its own, or no register card at all
+    typedef = _struct_typedef_for(block.symbol_refs[0], typedefs)
+    if typedef is None:
+        return
+    note = f"[{STRUCT_FIELDS_NOTE} {struct_name} {typedef}]"
+    line = block.text + (" " if "  // " in block.text else "  // ") + note
+    block.text = "\n".join([line, *typedefs[typedef]])
 
 
 def field_line(name: str, comment: str, values: dict[str, str]) -> str:
@@ -751,7 +807,12 @@ def header_rows(
     card = is_register_card(name, items)
     includes = [m.group(1) for m in map(_INCLUDE.match, text.splitlines()) if m]
     if card:
-        root = Section(header.rel_path, blocks=card_blocks(items))
+        struct_path = header.path.with_name(name.removesuffix("_reg.h") + "_struct.h")
+        struct = None
+        if struct_path.is_file():
+            struct_text = struct_path.read_text(encoding="utf-8", errors="replace")
+            struct = (struct_path.name, struct_field_lines(struct_text))
+        root = Section(header.rel_path, blocks=card_blocks(items, struct))
     elif is_capability_header(name):
         root = capability_sections(header, items, lexicon)
     else:

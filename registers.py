@@ -791,7 +791,7 @@ def _describe_register(
         answer.update(documented_as=None, address=None, chapter=None)
         if header_fields:
             answer["note"] = "not in the Technical Reference Manual; fields and reset from the SoC header"
-    answer.update(merge_views(manual, header_fields, header.file_path if header is not None else None))
+    answer.update(merge_views(manual, header_fields, _header_source(header) if header is not None else None))
     answer.update(_absolute_answer(index, answer, exact, header_instance))
     if not header_fields:
         answer.update(_layout_note(index, answer, manual, exact or defines, join))
@@ -805,6 +805,19 @@ def _describe_register(
         for m in defines
     ]
     return answer
+
+
+_STRUCT_FIELDS = re.compile(r"\[fields from (\S+) (\w+)\]")
+
+
+def _header_source(header: Macro) -> str:
+    """The header a card's fields come from: its register header, or (for a register that header
+    defines without field comments) the struct header whose typedef documents them."""
+    borrowed = _STRUCT_FIELDS.search(header.description)
+    if borrowed is None:
+        return header.file_path
+    struct_path = header.file_path.rsplit("/", 1)[0] + "/" + borrowed.group(1)
+    return f"{struct_path} ({borrowed.group(2)}; {header.file_path} defines the register without fields)"
 
 
 def _layout_note(

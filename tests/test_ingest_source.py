@@ -32,6 +32,41 @@ def _by_path(rows: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
     return found
 
 
+def test_a_register_without_field_comments_takes_its_struct_typedefs_fields(
+    rows: list[dict[str, Any]],
+) -> None:
+    (card,) = _by_path(rows, "esp32c3/register/soc/io_mux_reg.h")
+    lines = card["text"].splitlines()
+    at = lines.index(
+        "IO_MUX_GPIO1_REG = PERIPHS_IO_MUX_U_PAD_GPIO1  // [fields from io_mux_struct.h io_mux_gpio_reg_t]"
+    )
+    # IO_MUX_GPIO1_REG's typedef is io_mux_gpio_reg_t: the pad number dropped
+    assert lines[at + 1 : at + 4] == [
+        "- MCU_OE [0] (R/W) reset 0x0: Whether the pad drives its output in sleep mode.",
+        "- FUN_IE [9] (R/W) reset 0x1: Input enable of the pad.",
+        "- FUN_DRV [11:10] (R/W) reset 0x2: Drive strength of the pad.",
+    ]
+    assert (
+        "IO_MUX_DATE_REG = DR_REG_IO_MUX_BASE + 0x1fc  // Version control register "
+        "[fields from io_mux_struct.h io_mux_date_reg_t]"
+    ) in lines
+    # the borrowed names are no macros of the header: find_symbol must not claim they are defined there
+    assert "MCU_OE" not in card["symbol_refs"] and "IO_MUX_GPIO1_REG" in card["symbol_refs"]
+    # a register with field comments of its own keeps them (uart_struct.h documents clkdiv too)
+    (uart,) = _by_path(rows, "esp32c3/register/soc/uart_reg.h")
+    assert "fields from" not in uart["text"]
+
+
+def test_struct_field_lines_reads_only_whole_register_typedefs() -> None:
+    text = (
+        "typedef struct { uint32_t a; } not_a_register_t;\n"
+        "typedef union { struct {\n /** en : R/W; bitpos: [0]; default: 1;\n * Enable. */\n"
+        " uint32_t en:1; uint32_t reserved_1:31; }; uint32_t val; } x_conf_reg_t;\n"
+        "typedef union { struct { uint32_t undocumented:32; }; uint32_t val; } x_bare_reg_t;\n"
+    )
+    assert ingest_source.struct_field_lines(text) == {"x_conf_reg_t": ["- EN [0] (R/W) reset 0x1: Enable."]}
+
+
 def test_rows_are_valid_src_rows_with_provenance(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         validate_row(row)

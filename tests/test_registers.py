@@ -817,3 +817,16 @@ def test_concurrent_address_lookups_answer_as_one_caller_does(tmp_path: Path) ->
         fresh = lancedb.connect(tmp_path / f"s{attempt}").create_table("chunks", rows, schema=arrow_schema(4))
         registers.lookup_register(fresh, "esp32c3", name="UART_CLKDIV_REG")  # index built, no address map
         assert _names_from_threads(fresh, addresses, threads=6) == [expected] * 6
+
+
+def test_a_header_only_register_answers_with_its_struct_typedefs_fields(table: Any) -> None:
+    answer = registers.lookup_register(table, "esp32c3", name="IO_MUX_GPIO1_REG")
+    assert [(f["name"], f["bits"], f["reset"]) for f in answer["fields"]] == [
+        ("MCU_OE", "0", "0x0"),
+        ("FUN_IE", "9", "0x1"),
+        ("FUN_DRV", "11:10", "0x2"),
+    ]
+    assert answer["reset"] == "0x00000A00" and "composed" in answer["reset_from"]
+    source = answer["sources"]["headers"]
+    assert source.startswith("components/soc/esp32c3/register/soc/io_mux_struct.h (io_mux_gpio_reg_t;")
+    assert registers.lookup_register(table, "esp32c3", address="0x60009008")["name"] == "IO_MUX_GPIO1_REG"
