@@ -385,7 +385,6 @@ def _register_description(comment: str, name: str) -> str:
 # ``typedef union { struct { /** f : R/W; bitpos: [0]; default: 0; ... */ uint32_t f:1; ... }; uint32_t
 # val; } io_mux_gpio_reg_t;`` in a register header's companion *_struct.h (no other typedef inside)
 _REGISTER_TYPEDEF = re.compile(r"typedef\s+union\s*\{((?:(?!typedef).)*?)\}\s*(\w+_reg_t)\s*;", re.S)
-_DOC_COMMENT = re.compile(r"/\*\*.*?\*/", re.S)
 
 
 def struct_field_lines(struct_text: str) -> dict[str, list[str]]:
@@ -397,14 +396,27 @@ def struct_field_lines(struct_text: str) -> dict[str, list[str]]:
     names are written upper case, as the register headers' field macros spell them."""
     found: dict[str, list[str]] = {}
     for typedef in _REGISTER_TYPEDEF.finditer(struct_text):
-        lines = [
-            field_line(doc.group("name").upper(), comment.group(0), {})
-            for comment in _DOC_COMMENT.finditer(typedef.group(1))
-            if (doc := _FIELD_DOC.search(comment.group(0))) is not None
-        ]
-        if lines:
+        lines, low = [], 0
+        for member in _BIT_FIELD_MEMBER.finditer(typedef.group(1)):
+            width = int(member.group("width"))
+            comment = member.group("comment") or ""
+            if _FIELD_DOC.search(comment) is not None:
+                # bits as the compiler lays the members out, not as the comment writes them
+                # (ESP32-P4 comments say "bitpos: [5:6]")
+                bits = str(low) if width == 1 else f"{low + width - 1}:{low}"
+                lines.append(field_line(member.group("name").upper(), comment, {}, bits=bits))
+            low += width
+        if lines and low <= 32:
             found[typedef.group(2)] = lines
     return found
+
+
+# ``/** doc */ uint32_t name:width;`` -- a bit-field member of a register typedef, its doc optional
+_BIT_FIELD_MEMBER = re.compile(
+    r"(?P<comment>/\*\*(?:(?!\*/).)*\*/)?\s*(?:volatile\s+)?uint32_t\s+(?P<name>\w+)"
+    r"\s*:\s*(?P<width>\d+)\s*;",
+    re.S,
+)
 
 
 def _struct_typedef_for(register: str, typedefs: dict[str, list[str]]) -> str | None:
@@ -478,14 +490,14 @@ def _borrow_struct_fields(block: Block, struct_name: str, typedefs: dict[str, li
     block.text = "\n".join([line, *typedefs[typedef]])
 
 
-def field_line(name: str, comment: str, values: dict[str, str]) -> str:
+def field_line(name: str, comment: str, values: dict[str, str], bits: str | None = None) -> str:
     """``- NAME [hi:lo] (ACCESS) reset 0xV: description`` -- the TRM chunks' field format, so one
-    parser reads both. Bits come from the ``_S``/``_V`` macros (what code uses), else the comment;
-    ``reset x`` is a default the header leaves undefined."""
+    parser reads both. Bits are ``bits`` when given, else from the ``_S``/``_V`` macros (what code
+    uses), else the comment's, high first; ``reset x`` is a default the header leaves undefined."""
     doc = _FIELD_DOC.search(comment)
-    bits = _macro_bits(values.get(f"{name}_S"), values.get(f"{name}_V"))
+    bits = bits or _macro_bits(values.get(f"{name}_S"), values.get(f"{name}_V"))
     if bits is None and doc is not None:
-        bits = doc.group("bits").replace(" ", "")
+        bits = _high_first(doc.group("bits").replace(" ", ""))
     parts = [f"- {name} [{bits or '?'}]"]
     if doc is not None:
         access = doc.group("access").strip()
@@ -526,6 +538,14 @@ def parse_default(text: str) -> str | None:
     if number is None or "rev" in text:  # "... for rev 0.0" lists one default per silicon revision
         return None
     return f"0x{int(number.group(1), 0 if number.group(1)[:2].lower() == '0x' else 10):X}"
+
+
+def _high_first(bits: str) -> str:
+    """``5:6`` -> ``6:5``: one order for every source, so ranges compare as strings."""
+    first, colon, second = bits.partition(":")
+    if colon and first.isdigit() and second.isdigit() and int(first) < int(second):
+        return f"{second}:{first}"
+    return bits
 
 
 def _macro_bits(shift: str | None, mask: str | None) -> str | None:

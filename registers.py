@@ -1962,11 +1962,13 @@ def partial_reset(fields: list[dict[str, Any]]) -> dict[str, str] | None:
 
 
 def _bit_span(bits: str | None) -> tuple[int, int] | None:
-    """``23:20`` -> (23, 20), ``3`` -> (3, 3), ``?`` -> None."""
+    """``23:20`` -> (23, 20), ``3`` -> (3, 3), ``?`` -> None. ``20:23`` is the same bits (ESP32-P4's
+    struct headers write some ranges low first)."""
     if not bits or not re.fullmatch(r"\d+(?::\d+)?", bits):
         return None
-    high, _, low = bits.partition(":")
-    return int(high), int(low or high)
+    first, _, second = bits.partition(":")
+    ends = (int(first), int(second or first))
+    return max(ends), min(ends)
 
 
 def _field_key(name: str) -> str:

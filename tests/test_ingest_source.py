@@ -61,10 +61,20 @@ def test_struct_field_lines_reads_only_whole_register_typedefs() -> None:
     text = (
         "typedef struct { uint32_t a; } not_a_register_t;\n"
         "typedef union { struct {\n /** en : R/W; bitpos: [0]; default: 1;\n * Enable. */\n"
-        " uint32_t en:1; uint32_t reserved_1:31; }; uint32_t val; } x_conf_reg_t;\n"
+        " uint32_t en:1; uint32_t reserved_1:4;\n"
+        # ESP32-P4 writes some ranges low first; the member layout decides
+        " /** drv : R/W; bitpos: [5:6]; default: 2;\n * Drive. */\n uint32_t drv:2;\n"
+        " uint32_t reserved_7:25; }; uint32_t val; } x_conf_reg_t;\n"
         "typedef union { struct { uint32_t undocumented:32; }; uint32_t val; } x_bare_reg_t;\n"
     )
-    assert ingest_source.struct_field_lines(text) == {"x_conf_reg_t": ["- EN [0] (R/W) reset 0x1: Enable."]}
+    assert ingest_source.struct_field_lines(text) == {
+        "x_conf_reg_t": ["- EN [0] (R/W) reset 0x1: Enable.", "- DRV [6:5] (R/W) reset 0x2: Drive."]
+    }
+
+
+def test_a_field_comments_low_first_range_is_written_high_first() -> None:
+    comment = "/** X_DRV : R/W; bitpos: [5:6]; default: 2;\n *  drive */"
+    assert ingest_source.field_line("X_DRV", comment, {}) == "- X_DRV [6:5] (R/W) reset 0x2: drive"
 
 
 def test_rows_are_valid_src_rows_with_provenance(rows: list[dict[str, Any]]) -> None:

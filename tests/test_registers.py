@@ -830,3 +830,8 @@ def test_a_header_only_register_answers_with_its_struct_typedefs_fields(table: A
     source = answer["sources"]["headers"]
     assert source.startswith("components/soc/esp32c3/register/soc/io_mux_struct.h (io_mux_gpio_reg_t;")
     assert registers.lookup_register(table, "esp32c3", address="0x60009008")["name"] == "IO_MUX_GPIO1_REG"
+
+
+def test_a_low_first_bit_range_composes_like_the_high_first_one() -> None:
+    fields = [{"name": "DRV", "bits": "5:6", "reset": "0x2"}, {"name": "EN", "bits": "0", "reset": "0x1"}]
+    assert registers.compose_reset(fields) == (0x41, "")
