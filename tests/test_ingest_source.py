@@ -372,3 +372,13 @@ def test_oversized_struct_is_cut_between_members_only() -> None:
     assert all(b.symbol_refs == ["big_dev_s", "big_dev_t"] for b in section.blocks)
     small = ingest_source.text_sections("s.h", ingest_source.scan_header("typedef struct { int a; } s_t;"))
     assert small.children == [] and small.blocks[0].text == "typedef struct { int a; } s_t;"
+
+
+def test_a_field_comment_wrapped_before_its_default_keeps_the_default() -> None:
+    """Long field names push ``default:`` onto the comment's next `` *`` line (ESP32-P4, ESP32-S31)."""
+    comment = (
+        "/** AXI_PERF_MON_SEL_AG0_RD_BANDW_DATA_CNT_VALID_STROBE_NUM : R/W; bitpos: [15:8];\n"
+        " *  default: 3;\n *  data valid scaling multiplier\n */"
+    )
+    line = ingest_source.field_line("AXI_PERF_MON_SEL_AG0_RD_BANDW_DATA_CNT_VALID_STROBE_NUM", comment, {})
+    assert line.endswith("[15:8] (R/W) reset 0x3: data valid scaling multiplier")
