@@ -511,9 +511,9 @@ def field_line(name: str, comment: str, values: dict[str, str], bits: str | None
 
 _FIELD_DOC = re.compile(
     # "bitpos:43]" (ESP32 dport_reg.h) and "bitpos: [3] for DATE == ... (rev 1.2)" occur upstream;
-    # a long name wraps the comment before "default:" onto a " *  " line (87 fields, P4 and S31)
+    # a long name wraps the comment before "default:" or its value onto a " *  " line (P4, S31)
     rf"/\*+\s*(?P<name>{IDENT})\s*:\s*(?P<access>[^;]*?)\s*;[\s*]*bitpos\s*:\s*\[?(?P<bits>[\d:\s]*)\]?[^;]*;"
-    r"[\s*]*default\s*:\s*(?P<default>[^;]*?)\s*;",
+    r"[\s*]*default\s*:[\s*]*(?P<default>[^;]*?)\s*;",
     re.S,
 )
 _VERILOG_NUMBER = re.compile(r"^(?P<neg>~)?\s*(?P<width>\d+)'(?P<base>[bBhHdD])(?P<digits>[0-9a-fA-F_]+)$")

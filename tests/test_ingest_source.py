@@ -382,3 +382,5 @@ def test_a_field_comment_wrapped_before_its_default_keeps_the_default() -> None:
     )
     line = ingest_source.field_line("AXI_PERF_MON_SEL_AG0_RD_BANDW_DATA_CNT_VALID_STROBE_NUM", comment, {})
     assert line.endswith("[15:8] (R/W) reset 0x3: data valid scaling multiplier")
+    value_wrapped = "/** X_EN : R/W; bitpos: [0]; default:\n *  1;\n *  enable\n */"
+    assert ingest_source.field_line("X_EN", value_wrapped, {}) == "- X_EN [0] (R/W) reset 0x1: enable"
