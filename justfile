@@ -96,7 +96,7 @@ store:
 check-register-addresses:
     uv run register_facts.py addresses --db {{db}} --min-share 0.9
 
-# Register census (headers with fields + reset, manual vs headers); healthy: ~97.0% of header registers, report written.
+# Register census (headers with fields + reset, manual vs headers); healthy: ~97.1% of header registers, report written.
 register-census:
     uv run register_facts.py census --db {{db}} --report register_census.md
 
