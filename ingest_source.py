@@ -475,9 +475,6 @@ def card_blocks(items: list[Item], struct: tuple[str, dict[str, list[str]]] | No
     return group_blocks(blocks)
 
 
-STRUCT_FIELDS_NOTE = "fields from"  # "[fields from io_mux_struct.h io_mux_gpio_reg_t]" on a card line
-
-
 def _borrow_struct_fields(block: Block, struct_name: str, typedefs: dict[str, list[str]]) -> None:
     """Give a register card without field lines the documented fields of its struct typedef."""
     if len(block.symbol_refs) != 1 or "\n" in block.text or " = " not in block.text:
@@ -485,7 +482,7 @@ def _borrow_struct_fields(block: Block, struct_name: str, typedefs: dict[str, li
     typedef = _struct_typedef_for(block.symbol_refs[0], typedefs)
     if typedef is None:
         return
-    note = f"[{STRUCT_FIELDS_NOTE} {struct_name} {typedef}]"
+    note = f"[fields from {struct_name} {typedef}]"  # registers._STRUCT_FIELDS reads it back
     line = block.text + (" " if "  // " in block.text else "  // ") + note
     block.text = "\n".join([line, *typedefs[typedef]])
 

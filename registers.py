@@ -807,6 +807,7 @@ def _describe_register(
     return answer
 
 
+# the note ingest_source._borrow_struct_fields puts on a card line whose fields come from a typedef
 _STRUCT_FIELDS = re.compile(r"\[fields from (\S+) (\w+)\]")
 
 
