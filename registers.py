@@ -2222,8 +2222,8 @@ def other_release_note(
 
 # A chip's index builds its maps on first use and is shared by every caller. The MCP server answers
 # calls on several worker threads, and a map read while another thread is still filling it answered
-# "no register at 0x..." for registers that are there (measured: 17 of 40 concurrent ESP32-P4
-# address lookups). Lookups are milliseconds once a chip's index is built, so one lock costs little.
+# "no register at 0x..." for registers that are there (measured: 16-19 of 40 concurrent ESP32-P4
+# address lookups per trial). Lookups are milliseconds once a chip's index is built, so one lock costs little.
 _LOOKUP_LOCK = threading.RLock()
 _Function = TypeVar("_Function", bound=Callable[..., Any])
 
