@@ -57,11 +57,15 @@ def _src_rows() -> list[dict[str, Any]]:
     ]
 
 
+def _fixture_table(path: Path) -> Any:
+    """A real table of the fixture rows in ``path``; a fresh one has no chip index built yet."""
+    rows = [{**row, "vector": [0.0] * 4, "windows": [[0.0] * 4]} for row in _trm_rows() + _src_rows()]
+    return lancedb.connect(path).create_table("chunks", rows, schema=arrow_schema(4))
+
+
 @pytest.fixture(scope="module")
 def table(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    rows = [{**row, "vector": [0.0] * 4, "windows": [[0.0] * 4]} for row in _trm_rows() + _src_rows()]
-    db = lancedb.connect(tmp_path_factory.mktemp("store"))
-    return db.create_table("chunks", rows, schema=arrow_schema(4))
+    return _fixture_table(tmp_path_factory.mktemp("store"))
 
 
 def test_parse_register_block_reads_every_field_line() -> None:
@@ -810,11 +814,10 @@ def test_concurrent_address_lookups_answer_as_one_caller_does(tmp_path: Path) ->
     """The server answers on several threads, and a chip's address map is built on first use: every
     thread must read a finished map."""
     addresses = ["0x60000014", "0x60010014", "0x6003A000", "0x6003A01C", "0x6003A00C", "0x60010080"]
-    rows = [{**row, "vector": [0.0] * 4, "windows": [[0.0] * 4]} for row in _trm_rows() + _src_rows()]
-    reference = lancedb.connect(tmp_path / "reference").create_table("chunks", rows, schema=arrow_schema(4))
+    reference = _fixture_table(tmp_path / "reference")
     expected = [registers.lookup_register(reference, "esp32c3", address=a)["name"] for a in addresses]
     for attempt in range(3):
-        fresh = lancedb.connect(tmp_path / f"s{attempt}").create_table("chunks", rows, schema=arrow_schema(4))
+        fresh = _fixture_table(tmp_path / f"s{attempt}")
         registers.lookup_register(fresh, "esp32c3", name="UART_CLKDIV_REG")  # index built, no address map
         assert _names_from_threads(fresh, addresses, threads=6) == [expected] * 6
 
