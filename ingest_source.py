@@ -382,9 +382,9 @@ def _register_description(comment: str, name: str) -> str:
     return " ".join(body).removesuffix("*/").strip()
 
 
-# ``typedef union { struct { /** f : R/W; bitpos: [0]; default: 0; ... */ uint32_t f:1; ... }; uint32_t
-# val; } io_mux_gpio_reg_t;`` in a register header's companion *_struct.h (no other typedef inside)
-_REGISTER_TYPEDEF = re.compile(r"typedef\s+union\s*\{((?:(?!typedef).)*?)\}\s*(\w+_reg_t)\s*;", re.S)
+# ``union { struct { /** f : R/W; bitpos: [0]; default: 0; ... */ uint32_t f:1; ... }; uint32_t val; }
+# io_mux_gpio_reg_t;`` -- what follows one "typedef" of a register header's companion *_struct.h
+_REGISTER_TYPEDEF = re.compile(r"\s+union\s*\{(.*?)\}\s*(\w+_reg_t)\s*;", re.S)
 
 
 def struct_field_lines(struct_text: str) -> dict[str, list[str]]:
@@ -395,7 +395,9 @@ def struct_field_lines(struct_text: str) -> dict[str, list[str]]:
     ``io_mux_struct.h``): for chips without a manual that is the only layout there is. Member
     names are written upper case, as the register headers' field macros spell them."""
     found: dict[str, list[str]] = {}
-    for typedef in _REGISTER_TYPEDEF.finditer(struct_text):
+    # one typedef at a time: a match must not run on into the next declaration
+    declarations = struct_text.split("typedef")[1:]
+    for typedef in filter(None, (_REGISTER_TYPEDEF.match(text) for text in declarations)):
         lines, low = [], 0
         for member in _BIT_FIELD_MEMBER.finditer(typedef.group(1)):
             width = int(member.group("width"))
