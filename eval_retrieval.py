@@ -29,6 +29,7 @@ from tqdm import tqdm
 from chip_vocab import DOC_TYPES
 from embed_and_store import StoreError, resolve_db_uri
 from releases import release_series
+from results import fold_chip_variants, variant_note
 from retrievers import query_symbols
 from search import MODES, SearchEngine, SearchInputError, open_engine, validate_filters
 
@@ -280,7 +281,11 @@ def diagnose(engine: SearchEngine, case: Case) -> Diagnosis:
     if symbols:
         legs_rows["symbol"] = [row for _, row in engine.retrievers.symbol_hits(symbols, where, EXPLAIN_POOL)]
     legs = {name: _leg_rank(rows, case) for name, rows in legs_rows.items()}
-    fused = engine.rank(case.query, where, doc_type=filters.doc_type)
+    # ranked as search() ranks, each folded copy's own lines matched as the agent reads them
+    fused = [
+        row | {"text": row["text"] + variant_note(row["chip_variants"])} if "chip_variants" in row else row
+        for row in fold_chip_variants(engine.rank(case.query, where, doc_type=filters.doc_type))
+    ]
     rank = first_answer_rank(fused, case)
     above = [_row_label(row) for row in fused[: min((rank or DEPTH) - 1, 3)]]
     return Diagnosis(case, rank, legs, failure_class(case, fused, rank, legs), above)

@@ -211,7 +211,9 @@ def create_server(
     ) -> dict[str, Any]:
         """Hybrid search (meaning + keywords + exact symbols) over ESP32 docs, by chip/doc_type/revision
         and ESP-IDF release. Without chip=, answers for the project scope's chip and revision (see the
-        result's scope); idf_version='all' lists each passage's releases, to compare them."""
+        result's scope); idf_version='all' lists each passage's releases, to compare them. Without a chip,
+        a section's copies for other chips fold into one result: chip_variants names them and the text
+        ends with the lines each copy has of its own."""
         return scoped(
             project_dir,
             chip,

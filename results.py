@@ -117,13 +117,74 @@ def docs_url(row: dict[str, Any], chip: str | None) -> str | None:
     return IDF_DOCS_URL.format(chip=target, path=row["file_path"])
 
 
+# ESP-IDF's docs are built once per chip and dedup merges only identical chunks, so a section whose text
+# names the chip or a per-chip value is stored once per chip: unfiltered by chip, nine copies of one
+# debugging walk-through filled the top ten. Copies of one section for other chips (same page and
+# section, no chip in common, most words shared) fold into the best-ranked copy, which then shows
+# the lines each other copy has of its own: a default that differs per chip stays in sight.
+VARIANT_SHARED_WORDS = 0.5
+VARIANT_NOTE_CHARS = 900
+VARIANT_LINE_CHARS = 300
+_WORD = re.compile(r"[a-z0-9_]+")
+
+
+def fold_chip_variants(ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows in rank order, each other chip's copy of a section folded into the first copy ranked
+    (as ``chip_variants``: its chips, chunk and the lines only it has)."""
+    kept: list[dict[str, Any]] = []
+    firsts: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    words: dict[int, set[str]] = {}
+
+    def words_of(row: dict[str, Any]) -> set[str]:
+        return words.setdefault(id(row), set(_WORD.findall(row["text"].lower())))
+
+    for row in ranked:
+        key = (row["doc_type"], row["file_path"], row["section_path"])
+        first = next((f for f in firsts.get(key, []) if _is_variant(f, row, words_of)), None)
+        if first is None:
+            firsts.setdefault(key, []).append(row)
+            kept.append(row)
+            continue
+        own_lines = {line.strip() for line in first["text"].splitlines()}
+        differs = [line.strip() for line in row["text"].splitlines() if line.strip() not in own_lines | {""}]
+        variant = {"chips": row["chips"], "chunk_index": row["chunk_index"]}
+        first.setdefault("chip_variants", []).append(variant | {"differs": list(dict.fromkeys(differs))})
+    return kept
+
+
+def _is_variant(first: dict[str, Any], row: dict[str, Any], words_of: Any) -> bool:
+    covered = set(first["chips"]).union(*(v["chips"] for v in first.get("chip_variants", [])))
+    if not row["chips"] or covered.intersection(row["chips"]):
+        return False  # the same chip's next chunk of a long section is no copy
+    mine, theirs = words_of(first), words_of(row)
+    return len(mine & theirs) >= VARIANT_SHARED_WORDS * len(mine | theirs)
+
+
+def variant_note(variants: list[dict[str, Any]]) -> str:
+    """The other chips' copies in a few lines: their chips, chunk, and the lines only they have."""
+    lines = ["", "Other chips' copies of this section (esp32_docs_read with one of their chips) differ:"]
+    used = 0
+    for shown, variant in enumerate(variants):
+        differs = " | ".join(variant["differs"]) or "no lines of their own (a shorter copy)"
+        if len(differs) > VARIANT_LINE_CHARS:
+            differs = differs[:VARIANT_LINE_CHARS].rstrip() + " …"
+        line = f"- {', '.join(variant['chips'])} (chunk {variant['chunk_index']}): {differs}"
+        if used + len(line) > VARIANT_NOTE_CHARS:
+            lines.append(f"- … {len(variants) - shown} more copies")
+            break
+        lines.append(line)
+        used += len(line)
+    return "\n".join(lines)
+
+
 def format_result(
     row: dict[str, Any], chip: str | None, focus: list[str], terms: list[str] | None, budget: int
 ) -> dict[str, Any]:
     """One passage as the agent sees it: the excerpt plus every provenance field."""
     text, truncated = excerpt(row["text"], focus, budget, terms)
-    return {
-        "text": text,
+    variants = row.get("chip_variants", [])
+    result = {
+        "text": text + variant_note(variants) if variants else text,
         "text_truncated": truncated,
         "doc_type": row["doc_type"],
         "chips": row["chips"],
@@ -142,6 +203,9 @@ def format_result(
         "symbol_refs": row["symbol_refs"][:24],
         "url": docs_url(row, chip),
     }
+    if variants:
+        result["chip_variants"] = [{"chips": v["chips"], "chunk_index": v["chunk_index"]} for v in variants]
+    return result
 
 
 def round_robin(groups: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:

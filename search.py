@@ -27,6 +27,7 @@ from releases import ReleaseChoice, ReleaseError, ReleaseIndex, choose
 from results import (
     RESULT_TEXT_CHARS,
     docs_url,
+    fold_chip_variants,
     format_result,
     query_terms,
     round_robin,
@@ -237,7 +238,7 @@ class SearchEngine:
             raise SearchInputError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
         where = filters.where()
         symbols = query_symbols(query) if mode == "hybrid" else []
-        ranked = self.rank(query, where, mode, doc_type=filters.doc_type)
+        ranked = fold_chip_variants(self.rank(query, where, mode, doc_type=filters.doc_type))
         terms = query_terms(query)
         results = [self._result(row, filters.chip, symbols, terms) for row in ranked[:k]]
         payload = {

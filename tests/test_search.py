@@ -10,7 +10,7 @@ import pytest
 import embed_and_store
 import fusion
 from embedder import get_embedder
-from results import excerpt, revision_scope
+from results import VARIANT_NOTE_CHARS, excerpt, fold_chip_variants, revision_scope, variant_note
 from retrievers import definition_strength, query_symbols, symbol_pattern
 from search import MAX_K, SearchEngine, SearchInputError, open_engine
 
@@ -84,6 +84,43 @@ def test_revision_scope_sentences() -> None:
     assert only is not None and only.startswith("ONLY revision v1.3") and "mainline" in only
 
 
+def _idf_row(chips: list[str], text: str, section: str = "Guide > Defaults", index: int = 0) -> dict:
+    return {
+        "doc_type": "idf", "file_path": "api-guides/x", "section_path": section, "chips": chips,
+        "chunk_index": index, "text": f"{section}\n\n{text}",
+    }  # fmt: skip
+
+
+def test_fold_chip_variants_folds_only_other_chips_copies_of_one_section() -> None:
+    shared = "The timeout of the watchdog in milliseconds, higher than the tick rate.\nRange: 10 to 10000"
+    c3 = _idf_row(["esp32c3"], shared + "\nDefault: 300")
+    esp32 = _idf_row(["esp32", "esp32s3"], shared + "\nDefault: 300 if CONFIG_SPIRAM is disabled", index=7)
+    c3_next = _idf_row(["esp32c3"], shared + "\nDefault: 300 (continued)", index=1)  # same chip: a next chunk
+    elsewhere = _idf_row(["esp32c6"], shared, section="Guide > Other")
+    unlike = _idf_row(["esp32p4"], "A different passage about flash encryption keys and their storage.")
+    kept = fold_chip_variants([c3, esp32, c3_next, elsewhere, unlike])
+    assert kept == [c3, c3_next, elsewhere, unlike]
+    assert c3["chip_variants"] == [
+        {
+            "chips": ["esp32", "esp32s3"],
+            "chunk_index": 7,
+            "differs": ["Default: 300 if CONFIG_SPIRAM is disabled"],
+        }
+    ]
+    assert "chip_variants" not in c3_next and "chip_variants" not in unlike
+    # a chip already covered by a folded copy is not folded again
+    again = _idf_row(["esp32s3"], shared + "\nDefault: 800", index=9)
+    assert fold_chip_variants([c3 | {"chip_variants": []}, esp32, again])[-1] is again
+
+
+def test_variant_note_names_each_copy_and_stays_bounded() -> None:
+    many = [{"chips": [f"chip{i}"], "chunk_index": i, "differs": ["x" * 500]} for i in range(9)]
+    note = variant_note(many)
+    assert note.count("\n- chip") < 9 and note.endswith("more copies")
+    assert len(note) < VARIANT_NOTE_CHARS + 400
+    assert "no lines of their own" in variant_note([{"chips": ["esp32"], "chunk_index": 3, "differs": []}])
+
+
 def test_excerpt_keeps_heading_and_the_symbol_asked_about() -> None:
     text = "Chapter > Registers\n\n" + "filler line\n" * 400 + "Register FAR_AWAY_REG\nAddress: 0x0100\n"
     short, truncated = excerpt(text, ["FAR_AWAY_REG"], budget=600)
@@ -152,6 +189,18 @@ def test_chip_filter_narrows_but_keeps_shared_content(engine: SearchEngine) -> N
     assert any(len(chips) > 1 for chips in chips_seen), "content common to all chips must stay"
     assert any("ESP32-C3 chip has 2 UART" in r["text"] for r in found["results"])
     assert not any("ESP32 chip has 3 UART" in r["text"] for r in found["results"])
+
+
+def test_without_a_chip_one_sections_copies_per_chip_fold_into_one_result(engine: SearchEngine) -> None:
+    found = engine.search("how many UART controllers", doc_type="idf", k=MAX_K)
+    copies = [r for r in found["results"] if r["section_path"].endswith("> Overview of Controllers")]
+    assert len(copies) == 1, "the esp32 and esp32c3 copies of the section are one result"
+    folded = copies[0]
+    other = "esp32c3" if folded["chips"] == ["esp32"] else "esp32"
+    assert folded["chip_variants"] == [{"chips": [other], "chunk_index": 2}]
+    # the other copy's own line is in the text: its controller count must not be lost
+    assert "ESP32-C3 chip has 2 UART" in folded["text"] and "ESP32 chip has 3 UART" in folded["text"]
+    assert "Other chips' copies of this section" in folded["text"]
 
 
 def test_chip_filter_picks_that_chips_register_address(engine: SearchEngine) -> None:
