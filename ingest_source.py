@@ -23,7 +23,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from chip_vocab import chip_ids, chips
 from chunking import Block, Section, chunk_tree, word_count
-from lexicon import NO_LEXICON, Lexicon, mine, name_parts
+from lexicon import NO_LEXICON, Lexicon, mine
 from provenance import source_provenance
 from releases import release_series, release_source, require_series
 from schema import make_row, read_jsonl, write_jsonl
@@ -710,14 +710,17 @@ def comment_pairs(items: list[Item]) -> list[tuple[str, str]]:
     return pairs
 
 
-def capability_gloss(name: str, value: str, params: str, lexicon: Lexicon) -> str:
-    """``SOC_RMT_MEM_WORDS_PER_CHANNEL 48`` read as "RMT memory words per channel: 48"."""
-    parts = name_parts(name.removeprefix("SOC_"))
+def capability_gloss(name: str, value: str, params: str, lexicon: Lexicon, group: str = "") -> str:
+    """``SOC_RMT_MEM_WORDS_PER_CHANNEL 48`` read as "RMT memory words per channel: 48"; a peripheral
+    outside its own group is spelled out: ``SOC_EMAC_SUPPORTED`` "supports EMAC (Ethernet MAC): yes"."""
+    parts = gloss_parts(name.removeprefix("SOC_"))
     words = [
-        CAPABILITY_CONVENTIONS.get(part.lower()) or lexicon.expand_part(part) or part.lower()
+        CAPABILITY_CONVENTIONS.get(part.lower()) or lexicon.expand_part(part) or _gloss_word(part)
         for part in parts[1:]
     ]
-    words.insert(0, parts[0] if parts else name)  # the peripheral keeps its acronym
+    peripheral = parts[0] if parts else name  # the peripheral keeps its acronym
+    spelled = lexicon.spell_out(peripheral) if peripheral.upper() != group.upper() else None
+    words.insert(0, f"{peripheral} ({spelled})" if spelled else peripheral)
     shown = _plain_value(value) + (f" (for each {params.strip('()')})" if params else "")
     flag = {"1": "yes", "0": "no"}.get(shown, shown)
     lowered = [w.lower() for w in words]
@@ -728,6 +731,64 @@ def capability_gloss(name: str, value: str, params: str, lexicon: Lexicon) -> st
     if lowered[-1] in CAPABILITY_COUNT_WORDS:
         return f"number of {' '.join(words[:-1])}: {shown}"
     return f"{' '.join(words)}: {shown}"
+
+
+def gloss_parts(name: str) -> list[str]:
+    """A capability macro's name parts, digits kept: in ``I2S``, ``SHA256``, ``AES_128`` or
+    ``EXT1_WAKEUP`` they are the meaning, not an instance number as in a register's ``CH0``."""
+    return [piece for piece in name.split("_") if piece]
+
+
+def _gloss_word(part: str) -> str:
+    """A part as a word: ``10BIT`` -> "10-bit"; acronyms with digits (I2S, SHA256) stay as written."""
+    bits = re.fullmatch(r"(\d+)BITS?", part)
+    if bits:
+        return f"{bits.group(1)}-bit"
+    return part if re.search(r"\d", part) else part.lower()
+
+
+# Peripheral acronyms spelled out where the ESP-IDF docs introduce them ("LED Control (LEDC)",
+# "Ethernet MAC (EMAC)"): questions say "LED PWM" or "Ethernet", the capability macros say LEDC
+# and EMAC. Read from the same checkout's docs sources, so they move with its commit.
+DOCS_SOURCES = Path("docs/en")
+_SPELLED_ACRONYM = re.compile(
+    r"\b([A-Z][\w/-]*(?: (?:[A-Z][\w/-]*|to|of|and|for|the|in|on|with))*) \(([A-Z][A-Z0-9_]{1,15})\)"
+)
+MAX_SPELLING_WORDS = 6
+MAX_SPELLINGS = 2
+
+
+def _letters_in_order(acronym: str, phrase: str) -> bool:
+    rest = iter(phrase.lower())
+    return all(letter in rest for letter in acronym.lower() if letter.isalpha())
+
+
+def acronym_spellings(idf_path: Path) -> dict[str, str]:
+    """Acronym -> its one or two commonest spellings in the docs (``RMT`` -> "Remote Control
+    Transceiver"). A spelling starts with the acronym's first letter, holds its letters in order
+    ("USB-to-Serial (UART)" is no spelling of UART) and does not repeat it ("UART Controller");
+    words before that letter ("See Pulse Counter (PCNT)") are dropped."""
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for source in sorted((idf_path / DOCS_SOURCES).rglob("*.rst")):
+        for phrase, acronym in _SPELLED_ACRONYM.findall(source.read_text(encoding="utf-8", errors="replace")):
+            words = phrase.split()
+            while words and words[0][0] != acronym[0]:
+                words.pop(0)
+            if (
+                words
+                and len(words) <= MAX_SPELLING_WORDS
+                and acronym not in (w.upper() for w in words)
+                and "_" not in phrase  # an eFuse field list (BLOCK3 (BLOCK_KEY0)) is no spelling
+                and _letters_in_order(acronym, " ".join(words))
+            ):
+                counts[acronym][" ".join(words)] += 1
+    spellings = {}
+    for acronym, phrases in counts.items():
+        distinct: dict[str, str] = {}
+        for phrase, _ in phrases.most_common():
+            distinct.setdefault(phrase.lower(), phrase)
+        spellings[acronym] = ", ".join(list(distinct.values())[:MAX_SPELLINGS])
+    return spellings
 
 
 def _plain_value(value: str) -> str:
@@ -763,11 +824,14 @@ def capability_sections(header: HeaderFile, items: list[Item], lexicon: Lexicon)
         ]
         section = Section(group)
         for piece in pieces:
-            lines = [f"{chip_name} capabilities: {group} ({header.path.name})"]
+            spelled = lexicon.spell_out(group)
+            named = f"{group} = {spelled}" if spelled else group
+            lines = [f"{chip_name} capabilities: {named} ({header.path.name})"]
             for item in piece:
                 lines.append(_with_comment(item))
                 if item.kind == "define":
-                    lines.append(f"  = {capability_gloss(item.names[0], item.value, item.params, lexicon)}")
+                    gloss = capability_gloss(item.names[0], item.value, item.params, lexicon, group)
+                    lines.append(f"  = {gloss}")
             names = [name for item in piece for name in item.names]
             section.blocks.append(Block("\n".join(lines), atomic=True, standalone=True, symbol_refs=names))
         root.children.append(section)
@@ -924,6 +988,7 @@ def ingest(idf_path: Path, out_path: Path) -> dict[str, HeaderResult]:
     scanned = {h.rel_path: read_header(h) for h in tqdm(headers, desc="scan", unit="file")}
     # The words for capability macro names are learned from the register headers' field comments.
     lexicon = mine(pair for _, items in scanned.values() for pair in comment_pairs(items))
+    lexicon = replace(lexicon, acronyms=acronym_spellings(idf_path))
     results: dict[str, HeaderResult] = {}
     for header in tqdm(headers, desc="headers", unit="file"):
         rel = header.rel_path

@@ -18,7 +18,7 @@ import re
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +45,17 @@ TERMS_PREFIX = "Terms: "
 
 @dataclass(frozen=True)
 class Lexicon:
-    """Abbreviation -> the word it stands for (both lower case)."""
+    """Abbreviation -> the word it stands for (both lower case); peripheral acronyms -> their names
+    as the ESP-IDF docs spell them out (``LEDC`` -> "LED Control, LED PWM Controller")."""
 
     words: dict[str, str]
+    acronyms: dict[str, str] = field(default_factory=dict)
 
     def expand_part(self, part: str) -> str | None:
         return self.words.get(part.lower())
+
+    def spell_out(self, acronym: str) -> str | None:
+        return self.acronyms.get(acronym.upper())
 
     def terms(self, identifiers: Iterable[str], text: str = "") -> list[str]:
         """``abbrev = word`` for every name part the lexicon expands, in first-seen order, leaving out

@@ -168,7 +168,8 @@ def test_capability_header_is_a_small_chunk_per_peripheral(rows: list[dict[str, 
     caps = {row["section_path"].rsplit(" > ", 1)[-1]: row for row in _by_path(rows, path)}
     assert sorted(caps) == ["COMMON", "UART"], "one chunk per banner; a flag joins its peripheral's banner"
     uart = caps["UART"]["text"]
-    assert uart.startswith(f"{path} > UART\n\nESP32-C3 capabilities: UART (soc_caps.h)\n")
+    heading = "ESP32-C3 capabilities: UART = Universal Asynchronous Receiver/Transmitter (soc_caps.h)"
+    assert uart.startswith(f"{path} > UART\n\n{heading}\n"), "the same checkout's docs spell it out"
     assert "// ESP32-C3 has 2 UARTs\n#define SOC_UART_NUM                (2)\n  = number of UART: 2" in uart
     assert "#define SOC_UART_FIFO_LEN           (128)      /*!< The UART hardware FIFO length */" in uart
     assert "  = UART fifo length: 128" in uart
@@ -190,6 +191,31 @@ def test_capability_gloss_reads_counts_flags_and_parameters() -> None:
     assert gloss("SOC_RMT_MEM_WORDS_PER_CHANNEL", "48 /*!< words */", "", lexicon) == (
         "RMT memory words per channel: 48"
     )
+
+
+def test_capability_gloss_keeps_digits_that_carry_the_meaning() -> None:
+    gloss = ingest_source.capability_gloss
+    assert gloss("SOC_I2S_SUPPORTED", "1", "", NO_LEXICON) == "supports I2S: yes"
+    assert gloss("SOC_I2C_NUM", "(2U)", "", NO_LEXICON) == "number of I2C: 2"
+    assert gloss("SOC_I2C_SUPPORT_10BIT_ADDR", "(1)", "", NO_LEXICON) == "supports I2C 10-bit addr: yes"
+    assert gloss("SOC_SHA_SUPPORT_SHA256", "(1)", "", NO_LEXICON) == "supports SHA SHA256: yes"
+
+
+def test_capability_gloss_spells_out_a_peripheral_outside_its_own_group() -> None:
+    lexicon = Lexicon({}, acronyms={"EMAC": "Ethernet MAC"})
+    gloss = ingest_source.capability_gloss
+    assert gloss("SOC_EMAC_SUPPORTED", "1", "", lexicon, "COMMON") == "supports EMAC (Ethernet MAC): yes"
+    assert gloss("SOC_EMAC_SUPPORTED", "1", "", lexicon, "EMAC") == "supports EMAC: yes", (
+        "the heading says it"
+    )
+
+
+def test_acronym_spellings_come_from_the_docs_sources() -> None:
+    spellings = ingest_source.acronym_spellings(IDF)
+    assert spellings["UART"] == "Universal Asynchronous Receiver/Transmitter", (
+        "'USB-to-Serial' lacks the letters A, R, T and 'UART Controller' repeats the acronym"
+    )
+    assert spellings["RMT"] == "Remote Control Transceiver", "leading words before the acronym's letter go"
 
 
 def test_full_text_headers_keep_each_macro_with_its_comment(rows: list[dict[str, Any]]) -> None:
