@@ -26,6 +26,8 @@ SYMBOL_RRF_K = 1
 # A question about a register's address, offset, bits or fields wants the passage that defines the
 # register (a TRM "Register X / Address:" block or a header card line), not the prose around it.
 REGISTER_INTENT = re.compile(r"\b(?:registers?|address|offset|bits?|fields?|reset value)\b", re.IGNORECASE)
+# "Bits" alone leaves a question about a width ("maximum duty resolution in bits") a capability one.
+REGISTER_NAMED = re.compile(r"\b(?:registers?|address|offset|fields?|reset value)\b", re.IGNORECASE)
 REGISTER_DEFINITION = re.compile(r"^Register \S+.*\nAddress:|^\w+_REG\b\S*\s*=", re.MULTILINE)
 
 # What a question asks decides how much each retriever's list counts (docs/retrieval.md has the
@@ -59,6 +61,14 @@ LEG_WEIGHTS = {
 }
 
 RankedList = list[dict[str, Any]]
+
+
+def asks_capability(query: str, kind: str) -> bool:
+    """A capability question, also when it counts in bits ("maximum timer resolution in bits"): the
+    kinds are exclusive, and "bits" made it a register question that the capability vote skipped."""
+    if kind == "capability":
+        return True
+    return kind == "register" and bool(CAPABILITY_INTENT.search(query)) and not REGISTER_NAMED.search(query)
 
 
 def query_kind(query: str, symbols: list[str]) -> str:

@@ -311,7 +311,7 @@ class SearchEngine:
         asks_register = bool(fusion.REGISTER_INTENT.search(query))
         if asks_register:
             ranked = fusion.fuse_register_definitions(ranked)
-        if kind == "capability":
+        if fusion.asks_capability(query, kind):
             ranked = fusion.fuse_capability_definitions(ranked)
         if asks_register or (doc_type in ("trm", "src") and fusion.CONFIGURE_INTENT.search(query)):
             ranked = fusion.fuse_register_names(ranked, query)

@@ -372,6 +372,20 @@ def test_questions_are_classified_for_their_leg_weights() -> None:
     assert set(fusion.LEG_WEIGHTS) == set(fusion.QUERY_KINDS)
 
 
+@pytest.mark.parametrize(
+    ("query", "asks"),
+    [
+        ("how many RMT channels does it have", True),
+        ("maximum duty resolution in bits of the LED PWM timers", True),  # "bits" made it a register one
+        ("which bit enables the LEDC overflow interrupt", False),
+        ("maximum value of the UART clock divider register", False),  # names a register
+        ("largest offset of a field in the RMT block", False),
+    ],
+)
+def test_capability_questions_also_count_in_bits(query: str, asks: bool) -> None:
+    assert fusion.asks_capability(query, fusion.query_kind(query, [])) is asks
+
+
 def test_reciprocal_rank_fusion_weights_and_names_each_list() -> None:
     a, b, c = ({"_rowid": i, "text": str(i)} for i in range(3))
     fused = fusion.reciprocal_rank_fusion([("vector", [a, b], 1.0), ("fts", [c, b], 2.0)])
