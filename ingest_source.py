@@ -823,9 +823,9 @@ def capability_sections(header: HeaderFile, items: list[Item], lexicon: Lexicon)
             for i in range(0, len(members), CAPABILITY_DEFINES_PER_CHUNK)
         ]
         section = Section(group)
+        spelled = lexicon.spell_out(group)
+        named = f"{group} = {spelled}" if spelled else group
         for piece in pieces:
-            spelled = lexicon.spell_out(group)
-            named = f"{group} = {spelled}" if spelled else group
             lines = [f"{chip_name} capabilities: {named} ({header.path.name})"]
             for item in piece:
                 lines.append(_with_comment(item))
