@@ -464,6 +464,11 @@ def card_blocks(items: list[Item], struct: tuple[str, dict[str, list[str]]] | No
         description = _register_description(item.comment, name)
         if description:
             line += f"  // {description}"
+        if orphan_fields and not _same_peripheral(orphan_fields, name):
+            # the layout every pad shares (SLP_OE, FUN_IE before IO_MUX_GPIO0_REG) is no one register's
+            blocks.append(Block("\n".join(["Field macros:", *orphan_lines]), symbol_refs=list(orphan_fields)))
+            orphan_fields.clear()
+            orphan_lines.clear()
         blocks.append(
             Block("\n".join([line, *orphan_lines]), atomic=True, symbol_refs=[name, *orphan_fields])
         )
@@ -475,6 +480,11 @@ def card_blocks(items: list[Item], struct: tuple[str, dict[str, list[str]]] | No
         for block in blocks:
             _borrow_struct_fields(block, *struct)
     return group_blocks(blocks)
+
+
+def _same_peripheral(fields: list[str], register: str) -> bool:
+    """Whether field macros written before a register name its peripheral (``UART_X`` for ``UART_Y_REG``)."""
+    return all(field.split("_", 1)[0] == register.split("_", 1)[0] for field in fields)
 
 
 def _borrow_struct_fields(block: Block, struct_name: str, typedefs: dict[str, list[str]]) -> None:

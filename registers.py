@@ -541,11 +541,11 @@ def _collect_macros(row: dict[str, Any], index: ChipIndex) -> None:
             if (field_match := _FIELD_LINE.match(line)) is not None:
                 index.header_fields[owner].append(_field(field_match))
             continue
+        owner = None  # a card's field lines follow it unbroken; "Field macros:" lines are no one's
         match = _DEFINE_LINE.match(line) or _CARD_LINE.match(line)
         if match is None:
             continue
         name = match.group("name")
-        owner = None
         if name in index.macros:
             continue
         params = match.group("params")

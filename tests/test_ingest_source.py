@@ -50,6 +50,13 @@ def test_a_register_without_field_comments_takes_its_struct_typedefs_fields(
         "IO_MUX_DATE_REG = DR_REG_IO_MUX_BASE + 0x1fc  // Version control register "
         "[fields from io_mux_struct.h io_mux_date_reg_t]"
     ) in lines
+    # the pad layout written before the first pad register is every pad's, not IO_MUX_GPIO0_REG's:
+    # it stays a block of its own, and GPIO0 takes its typedef's fields like the others
+    assert lines[lines.index("Field macros:") + 1] == "- FUN_IE [9]"
+    gpio0 = lines.index(
+        "IO_MUX_GPIO0_REG = PERIPHS_IO_MUX_U_PAD_GPIO0  // [fields from io_mux_struct.h io_mux_gpio_reg_t]"
+    )
+    assert lines[gpio0 + 1].startswith("- MCU_OE [0] (R/W) reset 0x0")
     # the borrowed names are no macros of the header: find_symbol must not claim they are defined there
     assert "MCU_OE" not in card["symbol_refs"] and "IO_MUX_GPIO1_REG" in card["symbol_refs"]
     # a register with field comments of its own keeps them (uart_struct.h documents clkdiv too)

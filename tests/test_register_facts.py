@@ -73,8 +73,8 @@ def test_every_fixture_register_answers_at_its_address(good: Path) -> None:
     table = _table(good)
     coverage = register_facts.address_coverage(table, "esp32c3", None)
     # UART: 4 registers x 2 instances (UART2 would land on I2C), AES_KEY_3_REG, AES_MODE_REG,
-    # IO_MUX_GPIO1_REG, IO_MUX_DATE_REG
-    assert (coverage.checked, coverage.resolved, coverage.failures) == (12, 12, [])
+    # IO_MUX_GPIO0_REG, IO_MUX_GPIO1_REG, IO_MUX_DATE_REG
+    assert (coverage.checked, coverage.resolved, coverage.failures) == (13, 13, [])
     for revision in ("mainline", "v1.3"):
         assert register_facts.address_coverage(table, "esp32p4", revision).share == 1.0
 
@@ -90,7 +90,7 @@ def test_address_checker_fails_on_a_broken_fixture(broken: Path) -> None:
 
 def test_addresses_cli_exit_status_follows_coverage(good: Path, broken: Path, capsys: Any) -> None:
     assert register_facts.main(["addresses", "--db", str(good), "--chip", "esp32c3"]) == 0
-    assert "12/12 header register instances (100.00%)" in capsys.readouterr().out
+    assert "13/13 header register instances (100.00%)" in capsys.readouterr().out
     assert register_facts.main(["addresses", "--db", str(broken), "--chip", "esp32c3"]) == 2
     out = capsys.readouterr().out
     assert "UART_CLKDIV_REG: " in out and "(100.00%)" not in out.splitlines()[-1]
@@ -99,10 +99,10 @@ def test_addresses_cli_exit_status_follows_coverage(good: Path, broken: Path, ca
 def test_census_counts_and_report(good: Path, tmp_path: Path) -> None:
     table = _table(good)
     result = register_facts.census(table, "esp32c3", None)
-    # header registers: UART_FIFO/CLKDIV/CONF0/DATE, AES_KEY_3, AES_MODE, IO_MUX_GPIO1/DATE; the
+    # header registers: UART_FIFO/CLKDIV/CONF0/DATE, AES_KEY_3, AES_MODE, IO_MUX_GPIO0/GPIO1/DATE; the
     # hand-written AES ones have no field comments but the manual documents them, the IO MUX ones
     # none but io_mux_struct.h does
-    assert (result.header_registers, result.header_complete) == (8, 8)
+    assert (result.header_registers, result.header_complete) == (9, 9)
     # manual registers: UART FIFO/CLKDIV/ID/CONF0, AES_KEY_n, AES_MODE; compared where the
     # headers give fields (FIFO, CLKDIV, CONF0); CONF0 disagrees
     assert (result.manual_registers, result.manual_compared, result.manual_agree) == (6, 3, 2)
@@ -118,7 +118,7 @@ def test_census_counts_and_report(good: Path, tmp_path: Path) -> None:
         register_facts.main(["census", "--db", str(good), "--chip", "esp32c3", "--report", str(report)]) == 0
     )
     text = report.read_text()
-    assert "| esp32c3 | 8/8 (100.0%) | 0 | 3/6 | 2/3 (66.7%) |" in text
+    assert "| esp32c3 | 9/9 (100.0%) | 0 | 3/6 | 2/3 (66.7%) |" in text
     assert (
         "- UART_CONF0_REG: field renamed: manual UART_TXFIFO_RST, headers UART_TXFIFO_RESET, bits 18" in text
     )

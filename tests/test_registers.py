@@ -833,6 +833,20 @@ def test_a_header_only_register_answers_with_its_struct_typedefs_fields(table: A
     source = answer["sources"]["headers"]
     assert source.startswith("components/soc/esp32c3/register/soc/io_mux_struct.h (io_mux_gpio_reg_t;")
     assert registers.lookup_register(table, "esp32c3", address="0x60009008")["name"] == "IO_MUX_GPIO1_REG"
+    # the shared pad layout (FUN_IE) written before the first pad register is not that register's
+    first = registers.lookup_register(table, "esp32c3", name="IO_MUX_GPIO0_REG")
+    assert [f["name"] for f in first["fields"]] == ["MCU_OE", "FUN_IE", "FUN_DRV"]
+    assert first["reset"] == "0x00000A00"
+
+
+def test_field_lines_after_a_break_belong_to_no_register() -> None:
+    index = registers.ChipIndex("esp32c3", None)
+    text = (
+        "components/soc/esp32c3/register/soc/x_reg.h\n\nX_CONF_REG = DR_REG_X_BASE + 0x0\n"
+        "- X_EN [0] (R/W) reset 0x1\n\nField macros:\n- SLP_OE [0]\n"
+    )
+    registers._collect_macros({"text": text, "revisions": [], "file_path": "x_reg.h"}, index)
+    assert [f["name"] for f in index.header_fields["X_CONF_REG"]] == ["X_EN"]
 
 
 def test_a_low_first_bit_range_composes_like_the_high_first_one() -> None:
