@@ -161,10 +161,11 @@ def fuse_register_definitions(ranked: RankedList) -> RankedList:
 
 
 # Asking how to make the hardware do something ("select the clock source", "enable mono mode", "bit to
-# power up the sensor") is, within the manuals or the headers, asking for a register field.
-CONFIGURE_INTENT = re.compile(
+# power up the sensor") or what it does by default ("default error warning limit after reset") is,
+# within the manuals or the headers, asking for a register field: its name and its reset value.
+FIELD_INTENT = re.compile(
     r"\b(?:set|sets|select|selects|choose|enable|enables|disable|disables|configure|configures|invert"
-    r"|power(?:s|ed)? (?:up|down|on|off)|make|clear|trigger|mask|setting)\b",
+    r"|power(?:s|ed)? (?:up|down|on|off)|make|clear|trigger|mask|setting|defaults?|after (?:a )?reset)\b",
     re.IGNORECASE,
 )
 # The register and field names a passage defines: a TRM "Register X" heading, a header card's

@@ -290,7 +290,7 @@ class SearchEngine:
         """Every candidate within ``where``, best first: one retriever alone, or all of them fused.
 
         ``doc_type`` is the caller's corpus filter: within the manuals or the headers, a question
-        about configuring the hardware is a question about register names."""
+        about configuring the hardware or its defaults is a question about register fields."""
         if mode == "fts":
             return self._scored(self.retrievers.fts(query, where), "fts", "_score", lambda s: s)
         vector = self.retrievers.vector(self.embedder.embed_query(query), where)
@@ -309,11 +309,12 @@ class SearchEngine:
             hits = self.retrievers.symbol_hits(symbols, where)
             ranked = fusion.fuse_symbols(ranked, hits, CANDIDATE_POOL, tiered)
         asks_register = bool(fusion.REGISTER_INTENT.search(query))
-        if asks_register:
+        asks_field = doc_type in ("trm", "src") and bool(fusion.FIELD_INTENT.search(query))
+        if asks_register or asks_field:
             ranked = fusion.fuse_register_definitions(ranked)
         if fusion.asks_capability(query, kind):
             ranked = fusion.fuse_capability_definitions(ranked)
-        if asks_register or (doc_type in ("trm", "src") and fusion.CONFIGURE_INTENT.search(query)):
+        if asks_register or asks_field:
             ranked = fusion.fuse_register_names(ranked, query)
         if fusion.API_INTENT.search(query) and (doc_type == "idf" or not asks_register):
             ranked = fusion.fuse_api_reference(ranked)

@@ -443,20 +443,24 @@ def test_struct_and_config_questions_vote_for_the_api_reference() -> None:
 def test_configuring_questions_count_as_register_questions_only_within_manuals_and_headers(
     engine: SearchEngine,
 ) -> None:
-    assert fusion.CONFIGURE_INTENT.search("select the common clock source for all LEDC timers")
-    assert fusion.CONFIGURE_INTENT.search("bit to power up the sensor")
-    assert not fusion.CONFIGURE_INTENT.search("FIFO depth of the low-power UART")
+    assert fusion.FIELD_INTENT.search("select the common clock source for all LEDC timers")
+    assert fusion.FIELD_INTENT.search("bit to power up the sensor")
+    assert fusion.FIELD_INTENT.search("default error warning limit of the TWAI controller after reset")
+    assert not fusion.FIELD_INTENT.search("FIFO depth of the low-power UART")
     query = "set the UART baud rate divider"
     within = {row["_rowid"]: row for row in engine.rank(query, "doc_type = 'trm'", doc_type="trm")}
     unfiltered = {row["_rowid"]: row for row in engine.rank(query, "doc_type = 'trm'")}
     words = fusion.QuestionWords(query)
-    named = [i for i, row in within.items() if fusion.name_coverage(row["text"], words) > 0]
-    assert named, "the fixture's UART register blocks name UART"
-    for rowid in named:
-        gained = within[rowid]["score"] - unfiltered[rowid]["score"]
-        assert gained == pytest.approx(
-            fusion.NAME_VOTE_WEIGHT * fusion.name_coverage(within[rowid]["text"], words)
-        )
+    defining = [i for i, row in within.items() if fusion.REGISTER_DEFINITION.search(row["text"])]
+    assert defining and len(defining) < len(within), "the fixture has register blocks and prose"
+    for rowid, row in within.items():
+        gained = row["score"] - unfiltered[rowid]["score"]
+        if rowid not in defining:
+            assert gained == pytest.approx(0.0), "only passages that define registers gain"
+            continue
+        # the register-definition vote (1/(60 + position)) plus the name vote
+        name_vote = fusion.NAME_VOTE_WEIGHT * fusion.name_coverage(row["text"], words)
+        assert 1 / (fusion.RRF_K + len(defining)) <= gained - name_vote <= 1 / (fusion.RRF_K + 1) + 1e-12
 
 
 def test_excerpt_keeps_a_register_blocks_head_and_the_line_the_question_is_about() -> None:
