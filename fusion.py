@@ -237,14 +237,23 @@ API_INTENT = re.compile(
     r"\b(?:struct|structure|fields?|members?|callback|typedef|enum|config)\b", re.IGNORECASE
 )
 API_REFERENCE_SECTION = "API Reference"
+STRUCT_INTENT = re.compile(r"\b(?:struct|structure|fields?|members?|config)\b", re.IGNORECASE)
 # Half a list's vote: it settles near-ties between a guide section and the reference (measured in
 # docs/retrieval.md), without carrying a reference passage that no list ranks high.
 API_VOTE_WEIGHT = 0.5
 
 
-def fuse_api_reference(ranked: RankedList) -> RankedList:
-    """One more (half) reciprocal-rank vote for ESP-IDF API-reference passages, in their fused order."""
-    reference = [row for row in ranked if API_REFERENCE_SECTION in row["section_path"]]
-    for position, row in enumerate(reference, 1):
-        row["score"] += API_VOTE_WEIGHT / (RRF_K + position)
+def fuse_api_reference(ranked: RankedList, query: str) -> RankedList:
+    """One more (half) reciprocal-rank vote for ESP-IDF API-reference passages, in their fused order,
+    and for a question about a struct's fields or a config another half for the reference's
+    ``Structures`` sections: the ``Functions`` section next to them names the same struct in every
+    prototype that takes it ("ESP-NOW peer info ... fields" is ``esp_now_peer_info``'s member list,
+    not ``esp_now_get_peer``)."""
+    votes = [lambda path: API_REFERENCE_SECTION in path]
+    if STRUCT_INTENT.search(query):
+        votes.append(lambda path: API_REFERENCE_SECTION in path and path.endswith(" > Structures"))
+    for voting in votes:
+        reference = [row for row in ranked if voting(row["section_path"])]
+        for position, row in enumerate(reference, 1):
+            row["score"] += API_VOTE_WEIGHT / (RRF_K + position)
     return sorted(ranked, key=lambda row: -row["score"])

@@ -317,7 +317,7 @@ class SearchEngine:
         if asks_register or asks_field:
             ranked = fusion.fuse_register_names(ranked, query)
         if fusion.API_INTENT.search(query) and (doc_type == "idf" or not asks_register):
-            ranked = fusion.fuse_api_reference(ranked)
+            ranked = fusion.fuse_api_reference(ranked, query)
         return ranked
 
     @staticmethod

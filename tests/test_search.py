@@ -434,8 +434,17 @@ def test_struct_and_config_questions_vote_for_the_api_reference() -> None:
     }
     reference = {"_rowid": 2, "section_path": "SPI Master Driver > API Reference - SPI Master > Structures"}
     far = {"_rowid": 3, "section_path": "Wi-Fi Driver > API Reference > Structures", "score": 0.0100}
-    ranked = fusion.fuse_api_reference([guide, {**reference, "score": 0.0325}, far])
+    ranked = fusion.fuse_api_reference([guide, {**reference, "score": 0.0325}, far], "SPI clock speed")
     assert [row["_rowid"] for row in ranked] == [2, 1, 3], "a near-tie goes to the reference"
+    # a question about a struct's fields: the Structures section beats the Functions one beside it
+    functions = {"_rowid": 4, "section_path": "ESP-NOW > API Reference > Functions", "score": 0.0330}
+    structures = {"_rowid": 5, "section_path": "ESP-NOW > API Reference > Structures", "score": 0.0325}
+    for question, order in (
+        ("ESP-NOW peer info local master key and encryption fields", [5, 4]),
+        ("ESP-NOW peer info local master key and encryption", [4, 5]),
+    ):
+        ranked = fusion.fuse_api_reference([{**functions}, {**structures}], question)
+        assert [row["_rowid"] for row in ranked] == order, question
     assert fusion.API_INTENT.search("SPI device config struct: clock speed and chip select pin")
     assert not fusion.API_INTENT.search("configuration of the flash encryption")
 
