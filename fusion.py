@@ -9,6 +9,7 @@ that define registers. docs/retrieval.md records what each vote bought on the de
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -179,6 +180,10 @@ GENERIC_NAME_PARTS = frozenset(("reg",))
 NAME_VOTE_WEIGHT = 0.01
 
 
+# Name parts abbreviating two words at once (CLKDIV, PCNT) are matched against word pairs from this length.
+COMPOUND_PART_LETTERS = 4
+
+
 class QuestionWords:
     """The question's content words, lower case (identifier pieces too: "i2c", "p256"), with their
     stems computed once and each name part's verdict remembered: one query tests the same parts
@@ -188,11 +193,13 @@ class QuestionWords:
         tokens = re.findall(r"[a-z0-9]+", query.lower())
         self.words = [w for w in tokens if len(w) >= 2 and w not in STOPWORDS]
         self._stems = [stem(w) for w in self.words]
+        self._pairs = [first + second for first, second in itertools.pairwise(self.words)]
         self._spelled: dict[str, bool] = {}
 
     def spell(self, part: str) -> bool:
         """Whether a name part is one of the question's words, or their abbreviation (ctrl/control,
-        thrhd/threshold, ena/enable, conf/configuration)."""
+        thrhd/threshold, ena/enable, conf/configuration), or at four letters or more the abbreviation
+        of two words in a row (clkdiv/"clock divider"; a shorter part fits too many pairs)."""
         if part not in self._spelled:
             part_stem = stem(part)
             self._spelled[part] = any(
@@ -201,6 +208,9 @@ class QuestionWords:
                 or (len(part) >= 3 and word.startswith(part))
                 or is_abbreviation(part, word)
                 for word, word_stem in zip(self.words, self._stems, strict=True)
+            ) or (
+                len(part) >= COMPOUND_PART_LETTERS
+                and any(is_abbreviation(part, pair) for pair in self._pairs)
             )
         return self._spelled[part]
 

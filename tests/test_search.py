@@ -404,12 +404,18 @@ def test_register_names_the_question_spells_out_lift_their_block_above_siblings(
     words = fusion.QuestionWords("bit to power up the temperature sensor")
     power = "TSENS > Registers\n\nRegister TSENS_CTRL_REG\nAddress: 0x0000\n- TSENS_POWER_UP [22] (R/W)"
     clock = "TSENS > Registers\n\nRegister TSENS_CLK_REG\nAddress: 0x0004\n- TSENS_CLK_DIV [7:0] (R/W)"
-    assert fusion.name_coverage(power, words) == pytest.approx(2 / 3), "power, up; not tsens"
-    assert fusion.name_coverage(clock, words) == 0.0
+    assert fusion.name_coverage(power, words) == 1.0, "power, up, and TSENS: temperature sensor"
+    assert fusion.name_coverage(clock, words) == 0.5, "TSENS only"
     # abbreviations count: ctrl is control, conf is configuration; REG says nothing
     control = fusion.QuestionWords("pulse counter control register address")
-    assert fusion.name_coverage("Register PCNT_CTRL_REG\nAddress: 0x00b0", control) == 0.5
-    assert fusion.name_coverage("Register PCNT_U0_CONF0_REG\nAddress: 0x0000", control) == 0.0
+    assert fusion.name_coverage("Register PCNT_CTRL_REG\nAddress: 0x00b0", control) == 1.0, (
+        "PCNT: pulse counter"
+    )
+    assert fusion.name_coverage("Register PCNT_U0_CONF0_REG\nAddress: 0x0000", control) == 0.5
+    divider = fusion.QuestionWords("register that holds the UART baud rate clock divider")
+    assert fusion.name_coverage("Register UART_CLKDIV_REG\nAddress: 0x0014", divider) == 1.0
+    # a part under four letters is no abbreviation of a word pair: "in the" is no INT
+    assert not fusion.QuestionWords("status bit in the loop").spell("int")
     card = "components/soc/esp32c3/include/soc/uart_reg.h\n\nUART_CONF0_REG = DR_REG_UART_BASE + 0x20\n"
     assert fusion.name_coverage(card + "- UART_TXD_INV [13]", fusion.QuestionWords("invert uart txd")) == 1.0
     prose = {
