@@ -119,9 +119,10 @@ def docs_url(row: dict[str, Any], chip: str | None) -> str | None:
 
 # ESP-IDF's docs are built once per chip and dedup merges only identical chunks, so a section whose text
 # names the chip or a per-chip value is stored once per chip: unfiltered by chip, nine copies of one
-# debugging walk-through filled the top ten. Copies of one section for other chips (same page and
-# section, no chip in common, most words shared) fold into the best-ranked copy, which then shows
-# the lines each other copy has of its own: a default that differs per chip stays in sight.
+# debugging walk-through filled the top ten. Copies of one section for other chips (same page,
+# section and releases, no chip in common, most words shared) fold into the best-ranked copy, which
+# then shows the lines each other copy has of its own: a default that differs per chip stays in
+# sight. (With idf_version='all' a copy of another release is never folded: its release would be lost.)
 VARIANT_SHARED_WORDS = 0.5
 VARIANT_NOTE_CHARS = 900
 VARIANT_LINE_CHARS = 300
@@ -132,14 +133,14 @@ def fold_chip_variants(ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows in rank order, each other chip's copy of a section folded into the first copy ranked
     (as ``chip_variants``: its chips, chunk and the lines only it has)."""
     kept: list[dict[str, Any]] = []
-    firsts: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    firsts: dict[tuple[str, str, str, tuple[str, ...]], list[dict[str, Any]]] = {}
     words: dict[int, set[str]] = {}
 
     def words_of(row: dict[str, Any]) -> set[str]:
         return words.setdefault(id(row), set(_WORD.findall(row["text"].lower())))
 
     for row in ranked:
-        key = (row["doc_type"], row["file_path"], row["section_path"])
+        key = (row["doc_type"], row["file_path"], row["section_path"], tuple(row.get("releases") or ()))
         first = next((f for f in firsts.get(key, []) if _is_variant(f, row, words_of)), None)
         if first is None:
             firsts.setdefault(key, []).append(row)

@@ -108,6 +108,9 @@ def test_fold_chip_variants_folds_only_other_chips_copies_of_one_section() -> No
         }
     ]
     assert "chip_variants" not in c3_next and "chip_variants" not in unlike
+    # another release's copy is no chip variant: folded, its release would be lost
+    older = _idf_row(["esp32c6"], shared + "\nDefault: 300") | {"releases": ["v5.5"]}
+    assert fold_chip_variants([c3 | {"chip_variants": [], "releases": ["master"]}, older])[-1] is older
     # a chip already covered by a folded copy is not folded again
     again = _idf_row(["esp32s3"], shared + "\nDefault: 800", index=9)
     assert fold_chip_variants([c3 | {"chip_variants": []}, esp32, again])[-1] is again
