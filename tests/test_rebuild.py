@@ -63,7 +63,7 @@ class World:
         self.root = root
         self.idf = root / "esp-idf"
         shutil.copytree(FIXTURES / "src" / "idf", self.idf)
-        (self.idf / "docs").mkdir()
+        (self.idf / "docs").mkdir(exist_ok=True)  # the fixture tree has docs/en sources
         (self.idf / "docs" / "conf_common.py").write_text(f"idf_targets = {CHIPS!r}\n")
         git(self.idf, "init", "-q")
         git(self.idf, "add", "-A")
