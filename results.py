@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from chip_vocab import chips
@@ -153,7 +154,9 @@ def fold_chip_variants(ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return kept
 
 
-def _is_variant(first: dict[str, Any], row: dict[str, Any], words_of: Any) -> bool:
+def _is_variant(
+    first: dict[str, Any], row: dict[str, Any], words_of: Callable[[dict[str, Any]], set[str]]
+) -> bool:
     covered = set(first["chips"]).union(*(v["chips"] for v in first.get("chip_variants", [])))
     if not row["chips"] or covered.intersection(row["chips"]):
         return False  # the same chip's next chunk of a long section is no copy
