@@ -147,8 +147,8 @@ def fold_chip_variants(ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
             firsts.setdefault(key, []).append(row)
             kept.append(row)
             continue
-        own_lines = {line.strip() for line in first["text"].splitlines()}
-        differs = [line.strip() for line in row["text"].splitlines() if line.strip() not in own_lines | {""}]
+        own_lines = {line.strip() for line in first["text"].splitlines()} | {""}
+        differs = [line.strip() for line in row["text"].splitlines() if line.strip() not in own_lines]
         variant = {"chips": row["chips"], "chunk_index": row["chunk_index"]}
         first.setdefault("chip_variants", []).append(variant | {"differs": list(dict.fromkeys(differs))})
     return kept
