@@ -44,6 +44,7 @@ from typing import Any, Literal
 from tqdm import tqdm
 
 from embedder import MODEL_IDS
+from ingest_source import DOCS_SOURCES
 from sources import (
     Release,
     Sources,
@@ -520,7 +521,11 @@ def pipeline(sources: Sources, settings: Settings) -> tuple[list[Stage], dict[st
             out,
             f"ingest headers of {tree.path}",
             params={"release": name, "commit": release.commit, "describe": release.describe},
-            inputs={"soc": lambda soc=soc: source_digest(soc)},
+            # the headers, and the docs sources the capability glosses take acronym spellings from
+            inputs={
+                "soc": lambda soc=soc: source_digest(soc),
+                "docs": lambda docs=tree.path / DOCS_SOURCES: source_digest(docs),
+            },
             code=code_closure(REPO / "ingest_source.py"),
         )
         stages.append(ingest)
