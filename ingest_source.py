@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from chip_vocab import chip_ids, chips
 from chunking import Block, Section, chunk_tree, word_count
-from lexicon import NO_LEXICON, Lexicon, mine
+from lexicon import NO_LEXICON, Lexicon, is_abbreviation, mine
 from provenance import source_provenance
 from releases import release_series, release_source, require_series
 from schema import make_row, read_jsonl, write_jsonl
@@ -768,11 +768,6 @@ MAX_SPELLING_WORDS = 6
 MAX_SPELLINGS = 2
 
 
-def _letters_in_order(acronym: str, phrase: str) -> bool:
-    rest = iter(phrase.lower())
-    return all(letter in rest for letter in acronym.lower() if letter.isalpha())
-
-
 def acronym_spellings(idf_path: Path) -> dict[str, str]:
     """Acronym -> its one or two commonest spellings in the docs (``RMT`` -> "Remote Control
     Transceiver"). A spelling starts with the acronym's first letter, holds its letters in order
@@ -789,7 +784,7 @@ def acronym_spellings(idf_path: Path) -> dict[str, str]:
                 and len(words) <= MAX_SPELLING_WORDS
                 and acronym not in (w.upper() for w in words)
                 and "_" not in phrase  # an eFuse field list (BLOCK3 (BLOCK_KEY0)) is no spelling
-                and _letters_in_order(acronym, " ".join(words))
+                and is_abbreviation("".join(filter(str.isalpha, acronym.lower())), " ".join(words).lower())
             ):
                 counts[acronym][" ".join(words)] += 1
     spellings = {}
