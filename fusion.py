@@ -26,9 +26,10 @@ RRF_K = 60
 SYMBOL_RRF_K = 1
 # A question about a register's address, offset, bits or fields wants the passage that defines the
 # register (a TRM "Register X / Address:" block or a header card line), not the prose around it.
-REGISTER_INTENT = re.compile(r"\b(?:registers?|address|offset|bits?|fields?|reset value)\b", re.IGNORECASE)
+_REGISTER_WORDS = r"registers?|address|offset|fields?|reset value"
+REGISTER_INTENT = re.compile(rf"\b(?:{_REGISTER_WORDS}|bits?)\b", re.IGNORECASE)
 # "Bits" alone leaves a question about a width ("maximum duty resolution in bits") a capability one.
-REGISTER_NAMED = re.compile(r"\b(?:registers?|address|offset|fields?|reset value)\b", re.IGNORECASE)
+REGISTER_NAMED = re.compile(rf"\b(?:{_REGISTER_WORDS})\b", re.IGNORECASE)
 REGISTER_DEFINITION = re.compile(r"^Register \S+.*\nAddress:|^\w+_REG\b\S*\s*=", re.MULTILINE)
 
 # What a question asks decides how much each retriever's list counts (docs/retrieval.md has the
@@ -243,11 +244,11 @@ def fuse_register_names(ranked: RankedList, query: str) -> RankedList:
 # A question about a driver's struct, its fields or a config ("SPI device config struct: clock speed
 # and chip select pin") is answered by the API reference, whose member lists the guide prose around
 # them paraphrase in the same words.
-API_INTENT = re.compile(
-    r"\b(?:struct|structure|fields?|members?|callback|typedef|enum|config)\b", re.IGNORECASE
-)
+_STRUCT_WORDS = r"struct|structure|fields?|members?|config"
+API_INTENT = re.compile(rf"\b(?:{_STRUCT_WORDS}|callback|typedef|enum)\b", re.IGNORECASE)
 API_REFERENCE_SECTION = "API Reference"
-STRUCT_INTENT = re.compile(r"\b(?:struct|structure|fields?|members?|config)\b", re.IGNORECASE)
+# ... and of those, the ones about a struct's members are answered by a Structures section
+STRUCT_INTENT = re.compile(rf"\b(?:{_STRUCT_WORDS})\b", re.IGNORECASE)
 # Half a list's vote: it settles near-ties between a guide section and the reference (measured in
 # docs/retrieval.md), without carrying a reference passage that no list ranks high.
 API_VOTE_WEIGHT = 0.5
@@ -259,11 +260,11 @@ def fuse_api_reference(ranked: RankedList, query: str) -> RankedList:
     ``Structures`` sections: the ``Functions`` section next to them names the same struct in every
     prototype that takes it ("ESP-NOW peer info ... fields" is ``esp_now_peer_info``'s member list,
     not ``esp_now_get_peer``)."""
-    votes = [lambda path: API_REFERENCE_SECTION in path]
+    reference = [row for row in ranked if API_REFERENCE_SECTION in row["section_path"]]
+    votes = [reference]
     if STRUCT_INTENT.search(query):
-        votes.append(lambda path: API_REFERENCE_SECTION in path and path.endswith(" > Structures"))
+        votes.append([row for row in reference if row["section_path"].endswith(" > Structures")])
     for voting in votes:
-        reference = [row for row in ranked if voting(row["section_path"])]
-        for position, row in enumerate(reference, 1):
+        for position, row in enumerate(voting, 1):
             row["score"] += API_VOTE_WEIGHT / (RRF_K + position)
     return sorted(ranked, key=lambda row: -row["score"])
