@@ -29,7 +29,7 @@ from tqdm import tqdm
 from chip_vocab import DOC_TYPES
 from embed_and_store import StoreError, resolve_db_uri
 from releases import release_series
-from results import fold_chip_variants, variant_note
+from results import fold_chip_variants, with_variant_note
 from retrievers import query_symbols
 from search import MODES, SearchEngine, SearchInputError, open_engine, validate_filters
 
@@ -283,7 +283,7 @@ def diagnose(engine: SearchEngine, case: Case) -> Diagnosis:
     legs = {name: _leg_rank(rows, case) for name, rows in legs_rows.items()}
     # ranked as search() ranks, each folded copy's own lines matched as the agent reads them
     fused = [
-        row | {"text": row["text"] + variant_note(row["chip_variants"])} if "chip_variants" in row else row
+        row | {"text": with_variant_note(row["text"], row)}
         for row in fold_chip_variants(engine.rank(case.query, where, doc_type=filters.doc_type))
     ]
     rank = first_answer_rank(fused, case)

@@ -164,6 +164,12 @@ def _is_variant(
     return len(mine & theirs) >= VARIANT_SHARED_WORDS * len(mine | theirs)
 
 
+def with_variant_note(text: str, row: dict[str, Any]) -> str:
+    """``text`` (a row's text or its excerpt) followed by the note on its folded copies, if any."""
+    variants = row.get("chip_variants")
+    return text + variant_note(variants) if variants else text
+
+
 def variant_note(variants: list[dict[str, Any]]) -> str:
     """The other chips' copies in a few lines: their chips, chunk, and the lines only they have."""
     lines = ["", "Other chips' copies of this section (esp32_docs_read with one of their chips) differ:"]
@@ -188,7 +194,7 @@ def format_result(
     text, truncated = excerpt(row["text"], focus, budget, terms)
     variants = row.get("chip_variants", [])
     result = {
-        "text": text + variant_note(variants) if variants else text,
+        "text": with_variant_note(text, row),
         "text_truncated": truncated,
         "doc_type": row["doc_type"],
         "chips": row["chips"],
