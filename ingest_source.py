@@ -723,7 +723,9 @@ def comment_pairs(items: list[Item]) -> list[tuple[str, str]]:
 def capability_gloss(name: str, value: str, params: str, lexicon: Lexicon, group: str = "") -> str:
     """``SOC_RMT_MEM_WORDS_PER_CHANNEL 48`` read as "RMT memory words per channel: 48"; a peripheral
     outside its own group is spelled out: ``SOC_EMAC_SUPPORTED`` "supports EMAC (Ethernet MAC): yes"."""
-    parts = gloss_parts(name.removeprefix("SOC_"))
+    # digits kept: in I2S, SHA256, AES_128 or EXT1_WAKEUP they are the meaning, not an instance
+    # number as in a register's CH0 (lexicon.name_parts drops those)
+    parts = [piece for piece in name.removeprefix("SOC_").split("_") if piece]
     words = [
         CAPABILITY_CONVENTIONS.get(part.lower()) or lexicon.expand_part(part) or _gloss_word(part)
         for part in parts[1:]
@@ -741,12 +743,6 @@ def capability_gloss(name: str, value: str, params: str, lexicon: Lexicon, group
     if lowered[-1] in CAPABILITY_COUNT_WORDS:
         return f"number of {' '.join(words[:-1])}: {shown}"
     return f"{' '.join(words)}: {shown}"
-
-
-def gloss_parts(name: str) -> list[str]:
-    """A capability macro's name parts, digits kept: in ``I2S``, ``SHA256``, ``AES_128`` or
-    ``EXT1_WAKEUP`` they are the meaning, not an instance number as in a register's ``CH0``."""
-    return [piece for piece in name.split("_") if piece]
 
 
 def _gloss_word(part: str) -> str:
