@@ -1,7 +1,8 @@
 """How the retrievers' ranked lists become one ranking: reciprocal-rank fusion and its extra votes.
 
 Reciprocal rank (a row at rank r of a list earns weight / (k + r)) needs no score calibration across
-retrievers whose scores mean different things (cosine distance, BM25, a definition tier). On top of
+retrievers whose scores mean different things (cosine distance, BM25, a definition tier); a share of
+the vote follows each list's scores relative to its own best, which needs none either. On top of
 the vector + full-text fusion, the symbol retriever votes with a small constant so a passage that
 defines a queried identifier leads, and register-shaped questions get one more vote for passages
 that define registers. docs/retrieval.md records what each vote bought on the dev queries.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,18 +86,40 @@ def query_kind(query: str, symbols: list[str]) -> str:
     return "prose"
 
 
-def reciprocal_rank_fusion(lists: list[tuple[str, RankedList, float]], k: int = RRF_K) -> RankedList:
-    """Fuse named ranked lists: each row scores the sum of weight / (k + rank) over the lists holding it.
+# How much of a leg's top vote also follows its scores. Rank alone hears no gap: a row far above its
+# list's next one gains no more than a row a hair above it. Each row also earns this share of one
+# top vote scaled by its score over the list's best (cosine similarity, BM25), so a near-tie in rank
+# is settled by the leg that separates the two clearly. Measured in docs/retrieval.md.
+SCORE_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Leg:
+    """One retriever's ranked list, its reciprocal-rank weight, and how to read a row's score."""
+
+    name: str
+    rows: RankedList
+    weight: float = 1.0
+    relevance: Callable[[dict[str, Any]], float] | None = None
+
+
+def reciprocal_rank_fusion(legs: list[Leg], k: int = RRF_K) -> RankedList:
+    """Fuse ranked lists: each row earns weight / (k + rank) from every list holding it, plus for a
+    list with scores ``SCORE_SHARE`` x weight / (k + 1) x its score over the list's best.
 
     Rows keep the first list's copy; ``matched_by`` names every list that found the row. Ties keep
     the order of first appearance, so the earlier list wins them.
     """
     fused: dict[int, dict[str, Any]] = {}
-    for name, rows, weight in lists:
-        for rank, row in enumerate(rows, 1):
+    for leg in legs:
+        scores = [leg.relevance(row) for row in leg.rows] if leg.relevance else []
+        best = max(scores, default=0.0)
+        for rank, row in enumerate(leg.rows, 1):
             entry = fused.setdefault(row["_rowid"], {**row, "matched_by": [], "score": 0.0})
-            entry["score"] += weight / (k + rank)
-            entry["matched_by"].append(name)
+            entry["score"] += leg.weight / (k + rank)
+            if best > 0:
+                entry["score"] += SCORE_SHARE * leg.weight * max(scores[rank - 1], 0.0) / best / (k + 1)
+            entry["matched_by"].append(leg.name)
     return sorted(fused.values(), key=lambda row: -row["score"])
 
 

@@ -300,7 +300,10 @@ class SearchEngine:
         kind = fusion.query_kind(query, symbols)
         weights = fusion.LEG_WEIGHTS[kind]
         ranked = fusion.reciprocal_rank_fusion(
-            [("vector", vector, weights.vector), ("fts", self.retrievers.fts(query, where), weights.fts)]
+            [
+                fusion.Leg("vector", vector, weights.vector, lambda row: 1.0 - row["_distance"]),
+                fusion.Leg("fts", self.retrievers.fts(query, where), weights.fts, lambda row: row["_score"]),
+            ]
         )
         if symbols:
             named = {symbol.lower() for symbol in symbols}

@@ -391,10 +391,26 @@ def test_capability_questions_also_count_in_bits(query: str, asks: bool) -> None
 
 def test_reciprocal_rank_fusion_weights_and_names_each_list() -> None:
     a, b, c = ({"_rowid": i, "text": str(i)} for i in range(3))
-    fused = fusion.reciprocal_rank_fusion([("vector", [a, b], 1.0), ("fts", [c, b], 2.0)])
+    fused = fusion.reciprocal_rank_fusion([fusion.Leg("vector", [a, b], 1.0), fusion.Leg("fts", [c, b], 2.0)])
     assert [row["_rowid"] for row in fused] == [1, 2, 0], "b is in both lists; fts counts double"
     assert fused[0]["matched_by"] == ["vector", "fts"]
     assert fused[1]["score"] == pytest.approx(2.0 / 61)
+
+
+def test_a_clear_score_gap_settles_a_tie_in_rank() -> None:
+    """Each list ranks the other row first, so rank alone ties them (and the first list would win);
+    the vector leg barely separates them while BM25 puts one four times above the other."""
+    near = {"_rowid": 1, "_distance": 0.21, "_score": 20.0}
+    far = {"_rowid": 2, "_distance": 0.20, "_score": 5.0}
+    legs = [
+        fusion.Leg("vector", [far, near], relevance=lambda row: 1.0 - row["_distance"]),
+        fusion.Leg("fts", [near, far], relevance=lambda row: row["_score"]),
+    ]
+    fused = fusion.reciprocal_rank_fusion(legs)
+    assert [row["_rowid"] for row in fused] == [1, 2]
+    share = fusion.SCORE_SHARE / (fusion.RRF_K + 1)
+    expected_near = 1 / 61 + 1 / 62 + share * (0.79 / 0.80) + share * 1.0
+    assert fused[0]["score"] == pytest.approx(expected_near)
 
 
 def test_capability_questions_vote_for_capability_header_passages() -> None:
