@@ -148,6 +148,7 @@ class Census:
     scope: str
     header_registers: int = 0
     header_complete: int = 0
+    header_with_fields: int = 0  # fields at least (bit ranges), with or without a reset
     header_gaps: list[tuple[str, str]] = field(default_factory=list)
     gap_kinds: Counter[str] = field(default_factory=Counter)
     header_by_alias: int = 0  # complete through another register at the same place (an alias)
@@ -171,6 +172,7 @@ def census(table: Any, chip: str, revision: str | None, release: str | None = No
         except ValueError as error:
             result.header_gaps.append((macro.name, str(error)))
             continue
+        result.header_with_fields += bool(answer["fields"])
         if answer["fields"] and answer["reset"] is not None:
             result.header_complete += 1
             result.header_by_alias += "same_register_as" in answer
@@ -201,6 +203,8 @@ def census(table: Any, chip: str, revision: str | None, release: str | None = No
 def gap_kind(answer: dict[str, Any], has_manual: bool) -> str:
     """Why a header register has no fields or no reset, in the census's classes."""
     if answer["fields"]:
+        if registers.MASK_FIELDS_NOTE in str(answer.get("sources", {}).get(registers.HEADERS)):
+            return "fields as bit ranges only (bare mask/shift macros upstream): no access, default or reset"
         if any(_undefined(f["reset"]) or f["bits"] == "?" for f in answer["fields"]):
             return "fields, but a default the sources leave undefined (x / see fields)"
         return "other"
@@ -231,15 +235,18 @@ def render_report(results: list[Census]) -> str:
     lines = [
         "# Register census: headers vs manual",
         "",
-        "| chip | header registers with fields + reset | ... of them through an alias | "
-        "manual registers compared | agree with headers |",
-        "|---|---|---|---|---|",
+        "| chip | header registers with fields + reset | ... of them through an alias | with fields at "
+        "least | manual registers compared | agree with headers |",
+        "|---|---|---|---|---|---|",
     ]
     for r in results:
         complete = f"{r.header_complete}/{r.header_registers} ({_pct(r.header_complete, r.header_registers)})"
+        with_fields = f"{r.header_with_fields} ({_pct(r.header_with_fields, r.header_registers)})"
         agree = f"{r.manual_agree}/{r.manual_compared} ({_pct(r.manual_agree, r.manual_compared)})"
         compared = f"{r.manual_compared}/{r.manual_registers}"
-        lines.append(f"| {r.scope} | {complete} | {r.header_by_alias} | {compared} | {agree} |")
+        lines.append(
+            f"| {r.scope} | {complete} | {r.header_by_alias} | {with_fields} | {compared} | {agree} |"
+        )
     totals: Counter[str] = Counter()
     for r in results:
         totals.update(r.kinds)
@@ -331,14 +338,17 @@ def _cmd_census(args: argparse.Namespace) -> int:
     for r in results:
         print(
             f"{r.scope:18s} header fields+reset {r.header_complete:5d}/{r.header_registers:5d} "
-            f"({_pct(r.header_complete, r.header_registers)}); manual agrees {r.manual_agree:5d}/"
-            f"{r.manual_compared:5d} ({_pct(r.manual_agree, r.manual_compared)})"
+            f"({_pct(r.header_complete, r.header_registers)}), fields {r.header_with_fields:5d}; "
+            f"manual agrees {r.manual_agree:5d}/{r.manual_compared:5d} "
+            f"({_pct(r.manual_agree, r.manual_compared)})"
         )
     Path(args.report).write_text(render_report(results), encoding="utf-8")
     complete = sum(r.header_complete for r in results)
     total = sum(r.header_registers for r in results)
+    with_fields = sum(r.header_with_fields for r in results)
     print(
-        f"census: {complete}/{total} header registers answer with fields and reset; report -> {args.report}"
+        f"census: {complete}/{total} header registers answer with fields and reset, {with_fields} with "
+        f"fields; report -> {args.report}"
     )
     return 0
 

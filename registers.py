@@ -360,6 +360,7 @@ class ChipIndex:
     parameterised: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
     macros: dict[str, Macro] = field(default_factory=dict)
     header_fields: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # card field lines
+    mask_only: set[str] = field(default_factory=set)  # registers whose header fields are bare masks
 
     memo: dict[str, int | None] = field(default_factory=dict)  # object-like macro values
     _addresses: dict[int, list[tuple[str, int]]] | None = None
@@ -518,6 +519,7 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
         "(source_doc LIKE '%\\_reg.h' ESCAPE '\\' OR source_doc IN ('soc.h', 'reg_base.h') "
         f"OR source_doc LIKE '%{_LINKER_SCRIPT}')"
     )
+    raw_headers: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for row in _rows(table, src_where, [*columns, "symbol_refs", "releases"]):
         if not _in_revision(row, revision) or (release is not None and release not in row["releases"]):
             continue
@@ -525,6 +527,9 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
             _collect_linker(row, index)
         else:
             _collect_macros(row, index)
+            raw_headers[row["file_path"]].append((row["chunk_index"], row["text"]))
+    for file_path, chunks in raw_headers.items():  # a register's masks may run into the next chunk
+        _collect_mask_fields(file_path, [text for _, text in sorted(chunks)], index)
     if len(_INDEX_CACHE) > 64:
         _INDEX_CACHE.clear()
     _INDEX_CACHE[key] = (table, index)
@@ -561,6 +566,68 @@ def _collect_macros(row: dict[str, Any], index: ChipIndex) -> None:
         if match.re is _CARD_LINE:
             owner = name
             index.header_fields[name] = []
+
+
+# Hand-written headers (ieee802154_reg.h, 500-odd registers on six chips) give a register's fields
+# only as bare mask and shift macros under it, ``X 0x7F`` or ``X (BIT(31))`` with ``X_S 0``: each
+# field's name and bit range, with no access, default or description. (A header with ``X_V`` macros
+# too is a generated one, read as register cards by ingest_source.py.)
+MASK_FIELDS_NOTE = "mask and shift macros: bit ranges only, no access or default upstream"
+_BIT_CALL = re.compile(r"\bBIT\(\s*(\d+)\s*\)")
+
+
+def _collect_mask_fields(file_path: str, texts: list[str], index: ChipIndex) -> None:
+    """Fields from ``X`` / ``X_S`` macros that follow a register ``#define`` in raw header text, for
+    registers no card documents; read across one file's chunks in order."""
+    owner: str | None = None
+    masks: dict[str, int] = {}
+    for text in texts:
+        for line in text.splitlines():
+            match = _DEFINE_LINE.match(line)
+            if match is None or match.group("params"):
+                continue
+            name = match.group("name")
+            if _REGISTER_NAME.search(name) and not _is_base_macro(name):
+                owner, masks = name, {}
+                continue
+            value = _plain_value(match.group("value"))
+            if owner is None or value is None:
+                continue
+            if not name.endswith("_S") or name[:-2] not in masks:
+                masks[name] = value
+                continue
+            bits = _mask_bits(masks[name[:-2]], value)
+            macro = index.macros.get(owner)
+            if bits is None or macro is None or macro.file_path != file_path:
+                continue
+            if owner in index.header_fields and owner not in index.mask_only:
+                continue  # a card documents this register (the first definition wins)
+            index.mask_only.add(owner)
+            fields = index.header_fields.setdefault(owner, [])
+            if all(f["name"] != name[:-2] for f in fields):
+                fields.append(
+                    {"name": name[:-2], "bits": bits, "access": None, "reset": None, "description": ""}
+                )
+
+
+def _plain_value(body: str) -> int | None:
+    """An integer macro body (``0x0000007F``, ``(BIT(31))``, ``24``), else None."""
+    expression = _BIT_CALL.sub(lambda m: str(1 << int(m.group(1))), _C_COMMENT.sub("", body).strip())
+    return evaluate(expression, {}) if expression else None
+
+
+def _mask_bits(mask: int, shift: int) -> str | None:
+    """A field's ``high:low`` from its mask and shift. The mask is either the unshifted width (``0xFF``
+    with ``_S 16``: bits 23:16) or already shifted (``BIT(31)`` with ``_S 31``; ``0xF0`` with ``_S 4``).
+    None when it is no run of ones or passes bit 31."""
+    if shift > 0 and mask & ((1 << shift) - 1) == 0 and mask >> shift > 0:
+        mask >>= shift
+    if mask <= 0 or mask & (mask + 1) or not 0 <= shift <= 31:
+        return None
+    high = shift + mask.bit_length() - 1
+    if high > 31:
+        return None
+    return f"{high}:{shift}" if high != shift else str(shift)
 
 
 def _collect_memory_map(row: dict[str, Any], index: ChipIndex) -> None:
@@ -789,9 +856,15 @@ def _describe_register(
     else:
         manual = None
         answer.update(documented_as=None, address=None, chapter=None)
-        if header_fields:
+        if header_fields and header is not None and header.name in index.mask_only:
+            answer["note"] = (
+                "not in the Technical Reference Manual; the SoC header gives its fields' bit ranges "
+                "as mask and shift macros only: access, defaults and so the reset are unknown upstream"
+            )
+        elif header_fields:
             answer["note"] = "not in the Technical Reference Manual; fields and reset from the SoC header"
-    answer.update(merge_views(manual, header_fields, _header_source(header) if header is not None else None))
+    source = _header_source(header, index) if header is not None else None
+    answer.update(merge_views(manual, header_fields, source))
     answer.update(_absolute_answer(index, answer, exact, header_instance))
     if not header_fields:
         answer.update(_layout_note(index, answer, manual, exact or defines, join))
@@ -811,9 +884,12 @@ def _describe_register(
 _STRUCT_FIELDS = re.compile(r"\[fields from (\S+) (\w+)\]")
 
 
-def _header_source(header: Macro) -> str:
+def _header_source(header: Macro, index: ChipIndex) -> str:
     """The header a card's fields come from: its register header, or (for a register that header
-    defines without field comments) the struct header whose typedef documents them."""
+    defines without field comments) the struct header whose typedef documents them; said when the
+    fields are bare masks."""
+    if header.name in index.mask_only:
+        return f"{header.file_path} ({MASK_FIELDS_NOTE})"
     borrowed = _STRUCT_FIELDS.search(header.description)
     if borrowed is None:
         return header.file_path
@@ -1937,6 +2013,8 @@ def compose_reset(fields: list[dict[str, Any]]) -> tuple[int | None, str]:
         value |= (default & ((1 << (high - low + 1)) - 1)) << low
     if not no_default and not no_bits:
         return value, ""
+    if len(no_default) == len(fields):
+        return None, "no reset: no field has a default"
     parts = [f"no default for {', '.join(no_default)}"] if no_default else []
     parts += [f"no bit range for {', '.join(no_bits)}"] if no_bits else []
     return None, "no reset: " + "; ".join(parts)
@@ -1946,6 +2024,8 @@ def partial_reset(fields: list[dict[str, Any]]) -> dict[str, str] | None:
     """The reset of the bits whose default is known, and the mask of those it is not (``x``), for
     a register whose full reset is undefined; None when a bit range is unknown too."""
     value = undefined = 0
+    if all(_int(item["reset"]) is None for item in fields):
+        return None  # nothing known: a value of 0 would only look like one
     for item in fields:
         span = _bit_span(item["bits"])
         if span is None:

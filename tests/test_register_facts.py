@@ -118,7 +118,7 @@ def test_census_counts_and_report(good: Path, tmp_path: Path) -> None:
         register_facts.main(["census", "--db", str(good), "--chip", "esp32c3", "--report", str(report)]) == 0
     )
     text = report.read_text()
-    assert "| esp32c3 | 9/9 (100.0%) | 0 | 3/6 | 2/3 (66.7%) |" in text
+    assert "| esp32c3 | 9/9 (100.0%) | 0 | 9 (100.0%) | 3/6 | 2/3 (66.7%) |" in text
     assert (
         "- UART_CONF0_REG: field renamed: manual UART_TXFIFO_RST, headers UART_TXFIFO_RESET, bits 18" in text
     )
@@ -127,10 +127,10 @@ def test_census_counts_and_report(good: Path, tmp_path: Path) -> None:
 def test_every_way_a_base_is_missing_upstream_is_resolved_or_explained(good: Path) -> None:
     """The fake esp32h2: each register block lacks its base in the headers in another way."""
     coverage = register_facts.address_coverage(_table(good), "esp32h2", None)
-    # 19 registers, I2C's two at two instances each; two addresses are chosen at run time
-    assert (coverage.checked, coverage.resolved) == (21, 19)
+    # 20 registers, I2C's two at two instances each; two addresses are chosen at run time
+    assert (coverage.checked, coverage.resolved) == (22, 20)
     assert coverage.resolved_by == {
-        "header expression": 7,  # INTPRI, RSA x2, SDMMC, radio, the alias, LPPERI_DATE
+        "header expression": 8,  # INTPRI, RSA x2, SDMMC, radio x2, the alias, LPPERI_DATE
         "linker instance": 7,  # I2C x2 x2 (I2C0, I2C1), two GPIO_SD (SDM), UHCI (bare DR_REG_UHCI_BASE(i))
         "base renamed": 3,  # DR_REG_LPINTR_BASE, DR_REG_RTCLOCKCALI_BASE at ..0_BASE and ..1_BASE
         "manual memory map": 2,  # DR_REG_MEM_MONITOR_BASE, DR_REG_H264_BASE ("H264 Encoder")
@@ -184,7 +184,7 @@ def test_address_checker_fails_when_a_base_source_breaks(
     broken = _edited(tmp_path, edit)
     coverage = register_facts.address_coverage(_table(broken), "esp32h2", None)
     failed = dict(coverage.failures)
-    assert coverage.resolved < 19 and register in failed, coverage.failures
+    assert coverage.resolved < 20 and register in failed, coverage.failures
     assert why in failed[register]
     assert register_facts.failure_kind(failed[register]) == kind
     assert (
@@ -205,9 +205,11 @@ def test_addresses_cli_reports_where_bases_came_from(good: Path, capsys: Any) ->
 
 def test_census_counts_registers_answered_through_an_alias(good: Path) -> None:
     result = register_facts.census(_table(good), "esp32h2", None)
-    # 18 header registers; RSA_M_DASH, SDMMC_CTRL and the INTERRUPT_CORE0 alias answer through another
-    assert (result.header_registers, result.header_complete, result.header_by_alias) == (18, 15, 3)
+    # 19 header registers; RSA_M_DASH, SDMMC_CTRL and the INTERRUPT_CORE0 alias answer through another
+    assert (result.header_registers, result.header_complete, result.header_by_alias) == (19, 15, 3)
+    assert result.header_with_fields == 17  # and IEEE802154_RADIO_CFG_REG's bit ranges
     assert result.gap_kinds == {
+        "fields as bit ranges only (bare mask/shift macros upstream): no access, default or reset": 1,
         "fields, but a default the sources leave undefined (x / see fields)": 1,  # GPIO_SIGMADELTA0_REG
         "no field comments upstream; no manual register by name, prefix or address": 1,  # IEEE802154
         "no field comments upstream; address unknown": 1,  # INTERRUPT_CORE0_CPU_INT_THRESH_REG

@@ -543,6 +543,40 @@ def test_a_register_without_field_comments_says_where_its_layout_comes_from(tabl
     )
 
 
+def test_a_hand_written_headers_mask_macros_give_bit_ranges_only(table: Any) -> None:
+    """ieee802154_reg.h defines fields as ``X`` / ``X_S`` pairs: a bit range each, nothing more."""
+    answer = registers.lookup_register(table, "esp32h2", name="IEEE802154_RADIO_CFG_REG")
+    assert [(f["name"], f["bits"], f["access"], f["reset"]) for f in answer["fields"]] == [
+        ("IEEE802154_RX_ABORT_EN", "31", None, None),  # BIT(31), shift 31: already in place
+        ("IEEE802154_ARB_WINDOW", "23:16", None, None),  # 0xFF, shift 16: a width
+        ("IEEE802154_TX_DELAY", "7:4", None, None),  # 0xF0, shift 4: already in place
+    ], "0x5 is no run of ones: left out rather than guessed"
+    assert answer["reset"] is None and "reset_partial" not in answer
+    assert answer["reset_from"] == "unknown: headers: no reset: no field has a default"
+    assert answer["sources"]["headers"].endswith(
+        "(mask and shift macros: bit ranges only, no access or default upstream)"
+    )
+    assert "access, defaults and so the reset are unknown upstream" in answer["note"]
+    # a register with no masks under it still says that nothing documents its fields
+    bare = registers.lookup_register(table, "esp32h2", name="IEEE802154_COMMAND_REG")
+    assert bare["fields"] == [] and "fields and reset unknown" in bare["note"]
+
+
+@pytest.mark.parametrize(
+    ("mask", "shift", "bits"),
+    [
+        (1 << 31, 31, "31"),
+        (0xFF, 16, "23:16"),
+        (0xF0, 4, "7:4"),
+        (0x7F, 0, "6:0"),
+        (0x5, 0, None),
+        (0xFFFF, 24, None),
+    ],
+)
+def test_mask_bits_reads_widths_and_placed_masks(mask: int, shift: int, bits: str | None) -> None:
+    assert registers._mask_bits(mask, shift) == bits
+
+
 def test_an_undefined_default_gives_the_known_bits(table: Any) -> None:
     answer = registers.lookup_register(table, "esp32h2", name="GPIO_SIGMADELTA0_REG")
     assert answer["reset"] is None
