@@ -292,3 +292,20 @@ def fuse_api_reference(ranked: RankedList, query: str) -> RankedList:
         for position, row in enumerate(voting, 1):
             row["score"] += API_VOTE_WEIGHT / (RRF_K + position)
     return sorted(ranked, key=lambda row: -row["score"])
+
+
+# A question about a default ("interrupt watchdog timeout option and its default") is answered by a
+# passage that states one: a Kconfig option's "Default value:" list, a struct member's "default is",
+# "(default: 5000)". The guide prose that names the same option ranks above it on every other word.
+DEFAULT_INTENT = re.compile(r"\bdefaults?\b", re.IGNORECASE)
+STATES_DEFAULT = re.compile(
+    r"^Default value:|\bdefaults? (?:value|is|to)\b|\(default[: ]|\bDefault:", re.MULTILINE | re.IGNORECASE
+)
+
+
+def fuse_default_statements(ranked: RankedList) -> RankedList:
+    """One more reciprocal-rank vote for passages that state a default value, in their fused order."""
+    stating = [row for row in ranked if STATES_DEFAULT.search(row["text"])]
+    for position, row in enumerate(stating, 1):
+        row["score"] += 1.0 / (RRF_K + position)
+    return sorted(ranked, key=lambda row: -row["score"])

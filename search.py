@@ -321,6 +321,8 @@ class SearchEngine:
             ranked = fusion.fuse_register_names(ranked, query)
         if fusion.API_INTENT.search(query) and (doc_type == "idf" or not asks_register):
             ranked = fusion.fuse_api_reference(ranked, query)
+        if fusion.DEFAULT_INTENT.search(query):
+            ranked = fusion.fuse_default_statements(ranked)
         return ranked
 
     @staticmethod

@@ -413,6 +413,24 @@ def test_a_clear_score_gap_settles_a_tie_in_rank() -> None:
     assert fused[0]["score"] == pytest.approx(expected_near)
 
 
+def test_a_question_about_a_default_votes_for_passages_that_state_one() -> None:
+    guide = {
+        "_rowid": 1,
+        "text": "The main task stack size is set by CONFIG_ESP_MAIN_TASK_STACK_SIZE.",
+        "score": 0.03,
+    }
+    option = {"_rowid": 2, "text": "Main task stack size\nDefault value:\n  - 3584", "score": 0.025}
+    member = {
+        "_rowid": 3,
+        "text": "int timeout_ms\nNetwork timeout in milliseconds (default is 5000)",
+        "score": 0.02,
+    }
+    assert fusion.DEFAULT_INTENT.search("stack size of the task that runs app_main and its default")
+    assert not fusion.DEFAULT_INTENT.search("stack size of the task that runs app_main")
+    fused = fusion.fuse_default_statements([guide, option, member])
+    assert [row["_rowid"] for row in fused] == [2, 3, 1], "one vote each, in fused order: 1/61 and 1/62"
+
+
 def test_capability_questions_vote_for_capability_header_passages() -> None:
     caps = {"_rowid": 1, "file_path": "components/soc/esp32c6/include/soc/soc_caps.h", "score": 0.02}
     card = {"_rowid": 2, "file_path": "components/soc/esp32c6/register/soc/ledc_reg.h", "score": 0.025}
