@@ -31,7 +31,9 @@ _FIELD_LINE = re.compile(
     r"(?: \((?P<access>[^)]*)\))?(?: reset (?P<reset>[^:\s]+))?(?:: (?P<description>.*))?$"
 )
 _REGISTER_LINE = re.compile(r"^Register (?P<name>\S+)(?: \((?P<note>.*)\))?\s*$")
-_PARAM_RANGE = re.compile(r"([A-Za-z]\w*)\s*:\s*(\d+)\s*[-~–]\s*(\d+)")
+# "n: 0-7", "n: 0-21, 26-48", "x: 0-19, 20^1, 21-23" (a footnote mark), "n: GPIO0-GPIO21, GPIO26-GPIO46"
+_PARAM_SPEC = re.compile(r"([A-Za-z]\w*)\s*:\s*(.*?)(?=,\s*[A-Za-z]\w*\s*:|$)")
+_PARAM_SPAN = re.compile(r"([A-Za-z]*)(\d+)(?:\^\d+)?(?:\s*[-~–]\s*([A-Za-z]*)(\d+)(?:\^\d+)?)?")
 _CARD_LINE = re.compile(
     r"^(?P<name>[A-Za-z_]\w*)(?P<params>\([^)]*\))? = (?P<value>.+?)(?:  // (?P<desc>.*))?$"
 )
@@ -107,17 +109,41 @@ def register_blocks(text: str) -> list[dict[str, Any]]:
     return [parse_register_block("\n".join(lines[i:end])) for i, end in zip(starts, ends, strict=True)]
 
 
-def _parameter_ranges(note: str) -> dict[str, tuple[int, int] | None]:
-    """``n: 0-7`` -> {"n": (0, 7)}; a parameter named without a numeric range maps to None."""
-    ranges: dict[str, tuple[int, int] | None] = {
-        m.group(1): (int(m.group(2)), int(m.group(3))) for m in _PARAM_RANGE.finditer(note)
-    }
-    for name in re.findall(r"([A-Za-z]\w*)\s*:", note):
-        ranges.setdefault(name, None)
+@dataclass(frozen=True)
+class ParameterRange:
+    """The instances a manual register's parameter takes: one or more spans of numbers, written with
+    a prefix when the manual names them so (``n: GPIO0-GPIO21, GPIO26-GPIO46``: prefix ``GPIO``)."""
+
+    spans: tuple[tuple[int, int], ...]
+    prefix: str = ""
+
+    def holds(self, value: int) -> bool:
+        return any(low <= value <= high for low, high in self.spans)
+
+    def values(self) -> list[int]:
+        return [value for low, high in self.spans for value in range(low, high + 1)]
+
+
+def _parameter_ranges(note: str) -> dict[str, ParameterRange | None]:
+    """``n: 0-7`` -> {"n": spans ((0, 7),)}; ``n: 0-21, 26-48`` keeps both spans. A parameter whose
+    values are not all numbers (or spans of them) under one prefix maps to None: range unknown."""
+    ranges: dict[str, ParameterRange | None] = {}
+    for name, spec in _PARAM_SPEC.findall(note):
+        spans: list[tuple[int, int]] = []
+        prefixes: set[str] = set()
+        for item in (part.strip() for part in spec.split(",")):
+            match = _PARAM_SPAN.fullmatch(item)
+            if match is None:
+                spans = []
+                break
+            first_prefix, low, second_prefix, high = match.groups()
+            prefixes |= {first_prefix, second_prefix if high else first_prefix}
+            spans.append((int(low), int(high or low)))
+        ranges[name] = ParameterRange(tuple(spans), prefixes.pop()) if spans and len(prefixes) == 1 else None
     return ranges
 
 
-def parameter_regex(name: str, parameters: dict[str, tuple[int, int] | None]) -> re.Pattern[str] | None:
+def parameter_regex(name: str, parameters: dict[str, ParameterRange | None]) -> re.Pattern[str] | None:
     """``AES_KEY_n_REG`` with parameter n -> a regex whose named groups capture the instance numbers.
 
     Without a parameter note, lower-case tokens (``_n_``, ``CHx``) are taken as the parameters.
@@ -133,7 +159,8 @@ def parameter_regex(name: str, parameters: dict[str, tuple[int, int] | None]) ->
         pieces.append(re.escape(name[position : match.start()]))
         letter = match.group(1)
         group = f"p_{letter}"
-        pieces.append(f"(?P={group})" if letter in seen else rf"(?P<{group}>\d+)")
+        prefix = re.escape(parameters[letter].prefix) if parameters.get(letter) else ""
+        pieces.append(f"{prefix}(?P={group})" if letter in seen else rf"{prefix}(?P<{group}>\d+)")
         seen.add(letter)
         position = match.end()
     if not seen:
@@ -719,8 +746,7 @@ def _find_trm(index: ChipIndex, name: str) -> tuple[TrmEntry, dict[str, str]] | 
         values = {k.removeprefix("p_"): v for k, v in match.groupdict().items()}
         ranges = entry.register["parameters"]
         if all(
-            ranges.get(letter) is None or ranges[letter][0] <= int(value) <= ranges[letter][1]
-            for letter, value in values.items()
+            ranges.get(letter) is None or ranges[letter].holds(int(value)) for letter, value in values.items()
         ):
             return entry, values
     return None
@@ -1688,11 +1714,12 @@ def manual_instances(register: dict[str, Any]) -> list[tuple[str, dict[str, str]
     if not ranges or any(r is None for r in ranges.values()):
         return []
     letters = list(ranges)
-    spans = [range(ranges[k][0], ranges[k][1] + 1) for k in letters]  # type: ignore[index]
+    spans = [ranges[k].values() for k in letters]  # type: ignore[union-attr]
     out = []
     for values in itertools.islice(itertools.product(*spans), _MAX_INSTANCES):
         instance = {k: str(v) for k, v in zip(letters, values, strict=True)}
-        out.append((_fill_instance(register["name"], instance), instance))
+        spelled = {k: ranges[k].prefix + v for k, v in instance.items()}  # type: ignore[union-attr]
+        out.append((_fill_instance(register["name"], spelled), instance))
     return out
 
 

@@ -98,10 +98,47 @@ def test_parse_register_block_reads_every_field_line() -> None:
 
 def test_parse_register_block_reads_parameter_ranges_and_rejects_other_text() -> None:
     register = registers.parse_register_block("Register AES_KEY_n_REG (n: 0-7)\nAddress: 0x0000+4*n")
-    assert register["parameters"] == {"n": (0, 7)}
+    assert register["parameters"] == {"n": registers.ParameterRange(((0, 7),))}
     assert register["address"] == "0x0000+4*n"
     with pytest.raises(ValueError, match="Register NAME"):
         registers.parse_register_block("Address: 0x0000")
+
+
+@pytest.mark.parametrize(
+    ("note", "parameters"),
+    [
+        ("n: 0-21, 26-48", {"n": registers.ParameterRange(((0, 21), (26, 48)))}),  # pads past a gap
+        ("x: 0-1, 20^1, 32-33", {"x": registers.ParameterRange(((0, 1), (20, 20), (32, 33)))}),  # footnote
+        ("n: GPIO0-GPIO21, GPIO26-GPIO46", {"n": registers.ParameterRange(((0, 21), (26, 46)), "GPIO")}),
+        (
+            "n: 0-1, m: 0-3",
+            {"n": registers.ParameterRange(((0, 1),)), "m": registers.ParameterRange(((0, 3),))},
+        ),
+        ("n: see the table", {"n": None}),
+    ],
+)
+def test_parameter_notes_keep_every_span_and_a_named_prefix(note: str, parameters: dict[str, Any]) -> None:
+    assert registers._parameter_ranges(note) == parameters
+
+
+def test_an_instance_past_a_gap_or_spelled_with_a_prefix_is_the_manuals_register() -> None:
+    index = registers.ChipIndex("esp32s2", None)
+    for text in (
+        "IO MUX > Registers\n\nRegister IO_MUX_n_REG (n: GPIO0-GPIO21, GPIO26-GPIO46)\nAddress: 0x0004+4*n",
+        "GPIO > Registers\n\nRegister GPIO_PINn_REG (n: 0-21, 26-46)\nAddress: 0x0074+4*n",
+    ):
+        for register in registers.register_blocks(text):
+            index.trm[register["name"]] = [registers.TrmEntry(register, {})]
+            index.parameterised.append(
+                (registers.parameter_regex(register["name"], register["parameters"]), register["name"])
+            )
+    assert registers._find_trm(index, "IO_MUX_GPIO30_REG")[1] == {"n": "30"}
+    assert registers._find_trm(index, "GPIO_PIN30_REG")[1] == {"n": "30"}, "26-46: not only the first span"
+    assert registers._find_trm(index, "GPIO_PIN23_REG") is None, "in the gap"
+    assert registers._find_trm(index, "IO_MUX_30_REG") is None, "the manual spells it GPIO30"
+    names = [name for name, _ in registers.manual_instances(index.trm["IO_MUX_n_REG"][0].register)]
+    assert names[:2] == ["IO_MUX_GPIO0_REG", "IO_MUX_GPIO1_REG"] and "IO_MUX_GPIO26_REG" in names
+    assert len(names) == 22 + 21
 
 
 def test_register_blocks_splits_a_chunk_and_ignores_prose() -> None:
@@ -118,7 +155,7 @@ def test_register_blocks_splits_a_chunk_and_ignores_prose() -> None:
 
 
 def test_parameter_regex_matches_instances_only() -> None:
-    pattern = registers.parameter_regex("AES_KEY_n_REG", {"n": (0, 7)})
+    pattern = registers.parameter_regex("AES_KEY_n_REG", {"n": registers.ParameterRange(((0, 7),))})
     assert pattern is not None
     match = pattern.match("AES_KEY_3_REG")
     assert match is not None and match.group("p_n") == "3"
