@@ -30,6 +30,7 @@ _FIELD_LINE = re.compile(
     r"^- (?P<name>.+?) \[(?P<bits>\d+(?::\d+)?|\?)\]"
     r"(?: \((?P<access>[^)]*)\))?(?: reset (?P<reset>[^:\s]+))?(?:: (?P<description>.*))?$"
 )
+_SUMMARY_ROW = re.compile(r"^([A-Z][A-Z0-9_]*) \| ", re.MULTILINE)  # a register summary table's Name cell
 _REGISTER_LINE = re.compile(r"^Register (?P<name>\S+)(?: \((?P<note>.*)\))?\s*$")
 # "n: 0-7", "n: 0-21, 26-48", "x: 0-19, 20^1, 21-23" (a footnote mark), "n: GPIO0-GPIO21, GPIO26-GPIO46"
 _PARAM_SPEC = re.compile(r"([A-Za-z]\w*)\s*:\s*(.*?)(?=,\s*[A-Za-z]\w*\s*:|$)")
@@ -143,10 +144,14 @@ def _parameter_ranges(note: str) -> dict[str, ParameterRange | None]:
     return ranges
 
 
-def parameter_regex(name: str, parameters: dict[str, ParameterRange | None]) -> re.Pattern[str] | None:
+def parameter_regex(
+    name: str, parameters: dict[str, ParameterRange | None], any_prefix: bool = False
+) -> re.Pattern[str] | None:
     """``AES_KEY_n_REG`` with parameter n -> a regex whose named groups capture the instance numbers.
 
     Without a parameter note, lower-case tokens (``_n_``, ``CHx``) are taken as the parameters.
+    ``any_prefix``: a number the note gives bare may be written after letters (``IO_MUX_x_REG``,
+    x: 0-39, as ``IO_MUX_GPIO0_REG``).
     """
     letters = list(parameters) or sorted(set(re.findall(r"(?<![a-z])([a-z]{1,2})(?![a-z])", name)))
     if not letters:
@@ -159,7 +164,10 @@ def parameter_regex(name: str, parameters: dict[str, ParameterRange | None]) -> 
         pieces.append(re.escape(name[position : match.start()]))
         letter = match.group(1)
         group = f"p_{letter}"
-        prefix = re.escape(parameters[letter].prefix) if parameters.get(letter) else ""
+        declared = parameters.get(letter)
+        prefix = (
+            re.escape(declared.prefix) if declared and declared.prefix else "[A-Z]+" if any_prefix else ""
+        )
         pieces.append(f"{prefix}(?P={group})" if letter in seen else rf"{prefix}(?P<{group}>\d+)")
         seen.add(letter)
         position = match.end()
@@ -385,6 +393,10 @@ class ChipIndex:
     revision: str | None
     trm: dict[str, list[TrmEntry]] = field(default_factory=dict)
     parameterised: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
+    # the same, letting a bare-numbered parameter be spelled with letters first (IO_MUX_GPIO0_REG for
+    # IO_MUX_x_REG); used only for names the chapter's register summary lists
+    parameterised_spelled: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
+    summary_names: dict[str, str] = field(default_factory=dict)  # summary-table name -> chapter file
     macros: dict[str, Macro] = field(default_factory=dict)
     header_fields: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # card field lines
     mask_only: set[str] = field(default_factory=set)  # registers whose header fields are bare masks
@@ -533,6 +545,9 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
             continue
         if row["section_path"].endswith("Address Mapping"):
             _collect_memory_map(row, index)
+        if "Register Summary" in row["section_path"]:
+            for name in _SUMMARY_ROW.findall(row["text"]):
+                index.summary_names.setdefault(name, row["file_path"])
         if "Register " not in row["text"]:
             continue
         for register in register_blocks(row["text"]):
@@ -541,6 +556,9 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
             pattern = parameter_regex(register["name"], register["parameters"])
             if pattern is not None and len(entries) == 1:
                 index.parameterised.append((pattern, register["name"]))
+                spelled = parameter_regex(register["name"], register["parameters"], any_prefix=True)
+                if spelled is not None and spelled.pattern != pattern.pattern:
+                    index.parameterised_spelled.append((spelled, register["name"]))
     src_where = (
         f"doc_type = 'src' AND array_has(chips, {_quote(chip)}) AND "
         "(source_doc LIKE '%\\_reg.h' ESCAPE '\\' OR source_doc IN ('soc.h', 'reg_base.h') "
@@ -733,16 +751,37 @@ def _revision_scope(chip: str, revision: str | None) -> str | None:
 
 
 def _find_trm(index: ChipIndex, name: str) -> tuple[TrmEntry, dict[str, str]] | None:
-    """The documented register for ``name``: exact, upper-cased, or an instance of a parameterised one."""
+    """The documented register for ``name``: exact, upper-cased, or an instance of a parameterised one.
+
+    The ESP32 manual lists ``IO_MUX_GPIO0_REG`` in its register summary but describes it as
+    ``IO_MUX_x_REG (x: 0-19, ...)``: a name the summary lists may spell the number after letters,
+    and then only a parameterised register of the same chapter answers for it."""
     for candidate in (name, name.upper()):
         if candidate in index.trm:
             return index.trm[candidate][0], {}
     upper = name.upper()
-    for pattern, documented in index.parameterised:
+    found = _instance_in(index, index.parameterised, upper, name)
+    chapter = index.summary_names.get(upper)
+    if found is None and chapter is not None:
+        found = _instance_in(index, index.parameterised_spelled, upper, name, chapter)
+    return found
+
+
+def _instance_in(
+    index: ChipIndex,
+    patterns: list[tuple[re.Pattern[str], str]],
+    upper: str,
+    name: str,
+    chapter: str | None = None,
+) -> tuple[TrmEntry, dict[str, str]] | None:
+    """The first parameterised register (of ``chapter``, if given) ``name`` is an in-range instance of."""
+    for pattern, documented in patterns:
         match = pattern.match(upper) or pattern.match(name)
         if match is None:
             continue
         entry = index.trm[documented][0]
+        if chapter is not None and entry.row["file_path"] != chapter:
+            continue
         values = {k.removeprefix("p_"): v for k, v in match.groupdict().items()}
         ranges = entry.register["parameters"]
         if all(

@@ -599,6 +599,61 @@ def test_a_hand_written_headers_mask_macros_give_bit_ranges_only(table: Any) -> 
     assert bare["fields"] == [] and "fields and reset unknown" in bare["note"]
 
 
+def test_a_pad_the_summary_lists_answers_from_the_block_that_spells_its_number_bare(tmp_path: Path) -> None:
+    """ESP32's manual lists IO_MUX_GPIO5_REG in its register summary but describes the pads once, as
+    IO_MUX_x_REG (x: 0-5, 32-33); a name only the headers spell so, with no summary row, stays apart."""
+    chapter = {
+        "doc_type": "trm",
+        "chips": ["esp32"],
+        "source_doc": "IO MUX",
+        "file_path": "ESP32/06-IOMUX__EN",
+    }
+    summary = (
+        "IO_MUX_PIN_CTRL | Clock output | 0x3FF49000 | R/W\nIO_MUX_GPIO5_REG | Pad GPIO5 | 0x3FF4906C | R/W"
+    )
+    block = (
+        "IO MUX > Registers\n\nRegister IO_MUX_x_REG (x: 0-5, 32-33)\n"
+        "Address: See Table pads for the addresses\n"
+        "Reset value: 0x00000800\nFields:\n- MCU_SEL [14:12] (R/W) reset 0x0: Function select.\n"
+        "- FUN_DRV [11:10] (R/W) reset 0x2: Drive strength."
+    )
+    header = "#define DR_REG_IO_MUX_BASE 0x3ff49000\n#define IO_MUX_GPIO5_REG (DR_REG_IO_MUX_BASE + 0x6c)\n"
+    header += "#define IO_MUX_GPIO6_REG (DR_REG_IO_MUX_BASE + 0x70)\n"
+    header += "#define IO_MUX_SEL5_REG (DR_REG_IO_MUX_BASE + 0x90)"
+    rows = [
+        make_row(
+            text=f"IO MUX > Register Summary\n\n{summary}",
+            section_path="IO MUX > Register Summary",
+            chunk_index=0,
+            **chapter,
+        ),
+        make_row(
+            text=block,
+            section_path="IO MUX > Registers",
+            chunk_index=1,
+            symbol_refs=["IO_MUX_x_REG"],
+            **chapter,
+        ),
+        make_row(
+            text=header,
+            doc_type="src",
+            chips=["esp32"],
+            source_doc="io_mux_reg.h",
+            section_path="io_mux_reg.h",
+            file_path="components/soc/esp32/register/soc/io_mux_reg.h",
+            chunk_index=0,
+        ),
+    ]
+    rows = [{**row, "vector": [0.0] * 4, "windows": [[0.0] * 4]} for row in rows]
+    table = lancedb.connect(tmp_path).create_table("chunks", rows, schema=arrow_schema(4))
+    pad = registers.lookup_register(table, "esp32", name="IO_MUX_GPIO5_REG")
+    assert pad["documented_as"] == "IO_MUX_x_REG (x: 0-5, 32-33)" and pad["reset"] == "0x00000800"
+    assert [f["name"] for f in pad["fields"]] == ["MCU_SEL", "FUN_DRV"]
+    assert pad["address_absolute"] == "0x3FF4906C"
+    for unlisted in ("IO_MUX_GPIO6_REG", "IO_MUX_SEL5_REG"):  # in range or not, no summary row names them
+        assert registers.lookup_register(table, "esp32", name=unlisted)["documented_as"] is None
+
+
 @pytest.mark.parametrize(
     ("mask", "shift", "bits"),
     [
