@@ -323,6 +323,8 @@ class SearchEngine:
             ranked = fusion.fuse_api_reference(ranked, query)
         if fusion.DEFAULT_INTENT.search(query):
             ranked = fusion.fuse_default_statements(ranked)
+        if fusion.CAPABILITY_INTENT.search(query) and doc_type != "src":
+            ranked = fusion.fuse_counted_nouns(ranked, query)
         return ranked
 
     @staticmethod

@@ -431,6 +431,27 @@ def test_a_question_about_a_default_votes_for_passages_that_state_one() -> None:
     assert [row["_rowid"] for row in fused] == [2, 3, 1], "one vote each, in fused order: 1/61 and 1/62"
 
 
+def test_a_counting_question_votes_for_passages_that_count_what_it_names() -> None:
+    query = "how many secure boot signing keys can be stored"
+    process = {
+        "_rowid": 1,
+        "text": "Keys are processed in a linear order: key #0, then key #1.",
+        "score": 0.03,
+    }
+    counted = {
+        "_rowid": 2,
+        "text": "Up to three public keys can be attached to a bootloader.",
+        "score": 0.025,
+    }
+    bytes_ = {"_rowid": 3, "text": "A signature block holds 1216 bytes.", "score": 0.026}
+    pattern = fusion.counted_nouns(query)
+    assert pattern is not None and pattern.search(counted["text"]) and not pattern.search(bytes_["text"])
+    assert not pattern.search(process["text"]), "'#0, then key' is no count of keys"
+    fused = fusion.fuse_counted_nouns([process, bytes_, counted], query)
+    assert [row["_rowid"] for row in fused] == [2, 1, 3]
+    assert fusion.counted_nouns("how many maximum") is None
+
+
 def test_capability_questions_vote_for_capability_header_passages() -> None:
     caps = {"_rowid": 1, "file_path": "components/soc/esp32c6/include/soc/soc_caps.h", "score": 0.02}
     card = {"_rowid": 2, "file_path": "components/soc/esp32c6/register/soc/ledc_reg.h", "score": 0.025}
