@@ -348,3 +348,19 @@ def fuse_counted_nouns(ranked: RankedList, query: str) -> RankedList:
     for position, row in enumerate(counting, 1):
         row["score"] += COUNT_VOTE_WEIGHT / (RRF_K + position)
     return sorted(ranked, key=lambda row: -row["score"])
+
+
+# "Which pins does the USB-JTAG use", "which GPIOs are strapping pins": the answer names pins. One
+# more vote, in fused order, for the candidates that name two GPIOs or more ("GPIO19 and GPIO20 are
+# used by USB-JTAG by default"); the prose about the same peripheral names none.
+PIN_INTENT = re.compile(r"\b(?:which|what) (?:\w+ )?(?:gpios?|pins?|pads?)\b", re.IGNORECASE)
+_GPIO_NUMBER = re.compile(r"\bGPIO ?(\d+)\b")
+PINS_NAMED = 2
+
+
+def fuse_pin_lists(ranked: RankedList) -> RankedList:
+    """One more reciprocal-rank vote for passages that name several GPIOs, for "which pins" questions."""
+    naming = [row for row in ranked if len(set(_GPIO_NUMBER.findall(row["text"]))) >= PINS_NAMED]
+    for position, row in enumerate(naming, 1):
+        row["score"] += 1.0 / (RRF_K + position)
+    return sorted(ranked, key=lambda row: -row["score"])

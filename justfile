@@ -117,9 +117,9 @@ eval-own:
 eval-unseen:
     uv run eval_retrieval.py eval/unseen_queries.jsonl --db {{db}} --via-mcp
 
-# Counting questions written after the counting vote was chosen, to check it on questions it was not chosen on (eval/count_queries.jsonl).
-eval-count:
-    uv run eval_retrieval.py eval/count_queries.jsonl --db {{db}} --via-mcp
+# Counting and "which pins" questions written after those votes were chosen, to check them on questions they were not chosen on (eval/answer_type_queries.jsonl).
+eval-answer-types:
+    uv run eval_retrieval.py eval/answer_type_queries.jsonl --db {{db}} --via-mcp
 
 # Release questions (eval/release_queries.jsonl, needs a store holding master and v5.5 of esp32/esp32c3), scored with and without idf_version; healthy: hit@5 near 1 with it, wrong release first 0.
 eval-releases:

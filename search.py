@@ -325,6 +325,8 @@ class SearchEngine:
             ranked = fusion.fuse_default_statements(ranked)
         if fusion.CAPABILITY_INTENT.search(query) and doc_type != "src":
             ranked = fusion.fuse_counted_nouns(ranked, query)
+        if fusion.PIN_INTENT.search(query):
+            ranked = fusion.fuse_pin_lists(ranked)
         return ranked
 
     @staticmethod

@@ -452,6 +452,19 @@ def test_a_counting_question_votes_for_passages_that_count_what_it_names() -> No
     assert fusion.counted_nouns("how many maximum") is None
 
 
+def test_a_which_pins_question_votes_for_passages_that_name_pins() -> None:
+    prose = {"_rowid": 1, "text": "The USB-JTAG controller is enabled by default.", "score": 0.03}
+    pins = {
+        "_rowid": 2,
+        "text": "USB-JTAG: GPIO19 and GPIO20 are used by USB-JTAG by default.",
+        "score": 0.02,
+    }
+    one = {"_rowid": 3, "text": "Strapping: GPIO0 selects the boot mode.", "score": 0.025}
+    assert fusion.PIN_INTENT.search("which GPIOs does the USB-JTAG use")
+    assert not fusion.PIN_INTENT.search("how to use GPIO interrupts")
+    assert [row["_rowid"] for row in fusion.fuse_pin_lists([prose, one, pins])] == [2, 1, 3]
+
+
 def test_capability_questions_vote_for_capability_header_passages() -> None:
     caps = {"_rowid": 1, "file_path": "components/soc/esp32c6/include/soc/soc_caps.h", "score": 0.02}
     card = {"_rowid": 2, "file_path": "components/soc/esp32c6/register/soc/ledc_reg.h", "score": 0.025}
