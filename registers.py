@@ -30,7 +30,8 @@ _FIELD_LINE = re.compile(
     r"^- (?P<name>.+?) \[(?P<bits>\d+(?::\d+)?|\?)\]"
     r"(?: \((?P<access>[^)]*)\))?(?: reset (?P<reset>[^:\s]+))?(?:: (?P<description>.*))?$"
 )
-_SUMMARY_ROW = re.compile(r"^([A-Z][A-Z0-9_]*) \| ", re.MULTILINE)  # a register summary table's Name cell
+# a register summary table's row: its Name cell, and its Address cell when the manual prints one
+_SUMMARY_ROW = re.compile(r"^([A-Z][A-Z0-9_]*) \| (?:[^|\n]* \| (0x[0-9A-Fa-f_]+) \|)?", re.MULTILINE)
 _REGISTER_LINE = re.compile(r"^Register (?P<name>\S+)(?: \((?P<note>.*)\))?\s*$")
 # "n: 0-7", "n: 0-21, 26-48", "x: 0-19, 20^1, 21-23" (a footnote mark), "n: GPIO0-GPIO21, GPIO26-GPIO46"
 _PARAM_SPEC = re.compile(r"([A-Za-z]\w*)\s*:\s*(.*?)(?=,\s*[A-Za-z]\w*\s*:|$)")
@@ -397,6 +398,7 @@ class ChipIndex:
     # IO_MUX_x_REG); used only for names the chapter's register summary lists
     parameterised_spelled: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
     summary_names: dict[str, str] = field(default_factory=dict)  # summary-table name -> chapter file
+    summary_addresses: dict[int, str] = field(default_factory=dict)  # absolute summary address -> chapter
     macros: dict[str, Macro] = field(default_factory=dict)
     header_fields: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # card field lines
     mask_only: set[str] = field(default_factory=set)  # registers whose header fields are bare masks
@@ -546,8 +548,10 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
         if row["section_path"].endswith("Address Mapping"):
             _collect_memory_map(row, index)
         if "Register Summary" in row["section_path"]:
-            for name in _SUMMARY_ROW.findall(row["text"]):
+            for name, address in _SUMMARY_ROW.findall(row["text"]):
                 index.summary_names.setdefault(name, row["file_path"])
+                if address and (value := int(address.replace("_", ""), 16)) >= _OFFSET_LIMIT:
+                    index.summary_addresses.setdefault(value, row["file_path"])
         if "Register " not in row["text"]:
             continue
         for register in register_blocks(row["text"]):
@@ -754,14 +758,18 @@ def _find_trm(index: ChipIndex, name: str) -> tuple[TrmEntry, dict[str, str]] | 
     """The documented register for ``name``: exact, upper-cased, or an instance of a parameterised one.
 
     The ESP32 manual lists ``IO_MUX_GPIO0_REG`` in its register summary but describes it as
-    ``IO_MUX_x_REG (x: 0-19, ...)``: a name the summary lists may spell the number after letters,
-    and then only a parameterised register of the same chapter answers for it."""
+    ``IO_MUX_x_REG (x: 0-19, ...)``: a name the summary lists, or a header register at an address
+    the summary lists (``IO_MUX_GPIO1_REG`` where it says ``IO_MUX_U0TXD_REG``), may spell the
+    number after letters, and then only a parameterised register of the same chapter answers."""
     for candidate in (name, name.upper()):
         if candidate in index.trm:
             return index.trm[candidate][0], {}
     upper = name.upper()
     found = _instance_in(index, index.parameterised, upper, name)
     chapter = index.summary_names.get(upper)
+    if chapter is None and index.summary_addresses and (macro := index.macros.get(upper)) is not None:
+        address = evaluate(macro.body, index.macros, memo=index.memo)
+        chapter = index.summary_addresses.get(address) if address is not None else None
     if found is None and chapter is not None:
         found = _instance_in(index, index.parameterised_spelled, upper, name, chapter)
     return found

@@ -600,8 +600,9 @@ def test_a_hand_written_headers_mask_macros_give_bit_ranges_only(table: Any) -> 
 
 
 def test_a_pad_the_summary_lists_answers_from_the_block_that_spells_its_number_bare(tmp_path: Path) -> None:
-    """ESP32's manual lists IO_MUX_GPIO5_REG in its register summary but describes the pads once, as
-    IO_MUX_x_REG (x: 0-5, 32-33); a name only the headers spell so, with no summary row, stays apart."""
+    """ESP32's manual lists IO_MUX_GPIO5_REG in its register summary (and GPIO1's pad as
+    IO_MUX_U0TXD_REG) but describes the pads once, as IO_MUX_x_REG (x: 0-5, 32-33); a name only the
+    headers spell so, with no summary row at its name or address, stays apart."""
     chapter = {
         "doc_type": "trm",
         "chips": ["esp32"],
@@ -609,8 +610,9 @@ def test_a_pad_the_summary_lists_answers_from_the_block_that_spells_its_number_b
         "file_path": "ESP32/06-IOMUX__EN",
     }
     summary = (
-        "IO_MUX_PIN_CTRL | Clock output | 0x3FF49000 | R/W\nIO_MUX_GPIO5_REG | Pad GPIO5 | 0x3FF4906C | R/W"
+        "IO_MUX_PIN_CTRL | Clock output | 0x3FF49000 | R/W\nIO_MUX_GPIO5_REG | Pad GPIO5 | 0x3FF4906C | R/W\n"
     )
+    summary += "IO_MUX_U0TXD_REG | Pad U0TXD | 0x3FF49088 | R/W"  # GPIO1's pad, named after its function
     block = (
         "IO MUX > Registers\n\nRegister IO_MUX_x_REG (x: 0-5, 32-33)\n"
         "Address: See Table pads for the addresses\n"
@@ -619,7 +621,8 @@ def test_a_pad_the_summary_lists_answers_from_the_block_that_spells_its_number_b
     )
     header = "#define DR_REG_IO_MUX_BASE 0x3ff49000\n#define IO_MUX_GPIO5_REG (DR_REG_IO_MUX_BASE + 0x6c)\n"
     header += "#define IO_MUX_GPIO6_REG (DR_REG_IO_MUX_BASE + 0x70)\n"
-    header += "#define IO_MUX_SEL5_REG (DR_REG_IO_MUX_BASE + 0x90)"
+    header += "#define IO_MUX_SEL5_REG (DR_REG_IO_MUX_BASE + 0x90)\n"
+    header += "#define IO_MUX_GPIO1_REG (DR_REG_IO_MUX_BASE + 0x88)"
     rows = [
         make_row(
             text=f"IO MUX > Register Summary\n\n{summary}",
@@ -650,7 +653,9 @@ def test_a_pad_the_summary_lists_answers_from_the_block_that_spells_its_number_b
     assert pad["documented_as"] == "IO_MUX_x_REG (x: 0-5, 32-33)" and pad["reset"] == "0x00000800"
     assert [f["name"] for f in pad["fields"]] == ["MCU_SEL", "FUN_DRV"]
     assert pad["address_absolute"] == "0x3FF4906C"
-    for unlisted in ("IO_MUX_GPIO6_REG", "IO_MUX_SEL5_REG"):  # in range or not, no summary row names them
+    # the summary lists GPIO1's address under its function's name: the header's number answers
+    assert registers.lookup_register(table, "esp32", name="IO_MUX_GPIO1_REG")["reset"] == "0x00000800"
+    for unlisted in ("IO_MUX_GPIO6_REG", "IO_MUX_SEL5_REG"):  # no summary row at their name or address
         assert registers.lookup_register(table, "esp32", name=unlisted)["documented_as"] is None
 
 
