@@ -4,8 +4,9 @@ Reciprocal rank (a row at rank r of a list earns weight / (k + r)) needs no scor
 retrievers whose scores mean different things (cosine distance, BM25, a definition tier); a share of
 the vote follows each list's scores relative to its own best, which needs none either. On top of
 the vector + full-text fusion, the symbol retriever votes with a small constant so a passage that
-defines a queried identifier leads, and register-shaped questions get one more vote for passages
-that define registers. docs/retrieval.md records what each vote bought on the dev queries.
+defines a queried identifier leads, and each kind of question gets one more vote for the passages
+that hold its kind of answer: register blocks, capability lines, API structures, stated defaults,
+counts, pin lists. docs/retrieval.md records what each vote bought on the dev queries.
 """
 
 from __future__ import annotations
@@ -67,6 +68,11 @@ LEG_WEIGHTS = {
 RankedList = list[dict[str, Any]]
 
 
+def by_score(ranked: RankedList) -> RankedList:
+    """Best first; Python's sort is stable, so equal scores keep their order."""
+    return sorted(ranked, key=lambda row: -row["score"])
+
+
 def asks_capability(query: str, kind: str) -> bool:
     """A capability question, also when it counts in bits ("maximum timer resolution in bits"): the
     kinds are exclusive, and "bits" made it a register question that the capability vote skipped."""
@@ -120,7 +126,14 @@ def reciprocal_rank_fusion(legs: list[Leg], k: int = RRF_K) -> RankedList:
             if best > 0:
                 entry["score"] += SCORE_SHARE * leg.weight * max(scores[rank - 1], 0.0) / best / (k + 1)
             entry["matched_by"].append(leg.name)
-    return sorted(fused.values(), key=lambda row: -row["score"])
+    return by_score(list(fused.values()))
+
+
+def add_rank_votes(voting: list[dict[str, Any]], weight: float = 1.0) -> None:
+    """One more reciprocal-rank vote, scaled by ``weight``, for each of ``voting``'s rows in the order
+    given (their fused order): the shape of every extra vote below."""
+    for position, row in enumerate(voting, 1):
+        row["score"] += weight / (RRF_K + position)
 
 
 # A question of more content words than this besides its identifiers is about something else than
@@ -153,7 +166,7 @@ def fuse_symbols(
         row = by_id.setdefault(hit["_rowid"], {**hit, "matched_by": [], "score": 0.0})
         row["score"] += contribution
         row["matched_by"].append("symbol")
-    return sorted(by_id.values(), key=lambda row: -row["score"])
+    return by_score(list(by_id.values()))
 
 
 # The passages that state a chip's capabilities: one macro per line in words (ingest_source.py).
@@ -167,10 +180,8 @@ def fuse_capability_definitions(ranked: RankedList) -> RankedList:
     cards and structs that describe every channel's fields match its words more often; the
     capability chunks keep their fused order among themselves.
     """
-    stating = [row for row in ranked if CAPABILITY_SOURCE.search(row["file_path"])]
-    for position, row in enumerate(stating, 1):
-        row["score"] += 1.0 / (RRF_K + position)
-    return sorted(ranked, key=lambda row: -row["score"])
+    add_rank_votes([row for row in ranked if CAPABILITY_SOURCE.search(row["file_path"])])
+    return by_score(ranked)
 
 
 def fuse_register_definitions(ranked: RankedList) -> RankedList:
@@ -180,10 +191,8 @@ def fuse_register_definitions(ranked: RankedList) -> RankedList:
     block above the functional description that talks about the same peripheral (on the dev queries'
     TRM cases hit@1 rose from 0.34 to 0.53), keeping the fused order among register blocks.
     """
-    defining = [row for row in ranked if REGISTER_DEFINITION.search(row["text"])]
-    for position, row in enumerate(defining, 1):
-        row["score"] += 1.0 / (RRF_K + position)
-    return sorted(ranked, key=lambda row: -row["score"])
+    add_rank_votes([row for row in ranked if REGISTER_DEFINITION.search(row["text"])])
+    return by_score(ranked)
 
 
 # Asking how to make the hardware do something ("select the clock source", "enable mono mode", "bit to
@@ -262,7 +271,7 @@ def fuse_register_names(ranked: RankedList, query: str) -> RankedList:
     for row in ranked:
         if REGISTER_DEFINITION.search(row["text"]):
             row["score"] += NAME_VOTE_WEIGHT * name_coverage(row["text"], words)
-    return sorted(ranked, key=lambda row: -row["score"])
+    return by_score(ranked)
 
 
 # A question about a driver's struct, its fields or a config ("SPI device config struct: clock speed
@@ -289,9 +298,8 @@ def fuse_api_reference(ranked: RankedList, query: str) -> RankedList:
     if STRUCT_INTENT.search(query):
         votes.append([row for row in reference if row["section_path"].endswith(" > Structures")])
     for voting in votes:
-        for position, row in enumerate(voting, 1):
-            row["score"] += API_VOTE_WEIGHT / (RRF_K + position)
-    return sorted(ranked, key=lambda row: -row["score"])
+        add_rank_votes(voting, API_VOTE_WEIGHT)
+    return by_score(ranked)
 
 
 # A question about a default ("interrupt watchdog timeout option and its default") is answered by a
@@ -305,10 +313,8 @@ STATES_DEFAULT = re.compile(
 
 def fuse_default_statements(ranked: RankedList) -> RankedList:
     """One more reciprocal-rank vote for passages that state a default value, in their fused order."""
-    stating = [row for row in ranked if STATES_DEFAULT.search(row["text"])]
-    for position, row in enumerate(stating, 1):
-        row["score"] += 1.0 / (RRF_K + position)
-    return sorted(ranked, key=lambda row: -row["score"])
+    add_rank_votes([row for row in ranked if STATES_DEFAULT.search(row["text"])])
+    return by_score(ranked)
 
 
 # A question that counts ("how many secure boot keys can be stored", "maximum transaction length of
@@ -344,10 +350,8 @@ def fuse_counted_nouns(ranked: RankedList, query: str) -> RankedList:
     pattern = counted_nouns(query)
     if pattern is None:
         return ranked
-    counting = [row for row in ranked if pattern.search(row["text"])]
-    for position, row in enumerate(counting, 1):
-        row["score"] += COUNT_VOTE_WEIGHT / (RRF_K + position)
-    return sorted(ranked, key=lambda row: -row["score"])
+    add_rank_votes([row for row in ranked if pattern.search(row["text"])], COUNT_VOTE_WEIGHT)
+    return by_score(ranked)
 
 
 # "Which pins does the USB-JTAG use", "which GPIOs are strapping pins": the answer names pins. One
@@ -360,7 +364,5 @@ PINS_NAMED = 2
 
 def fuse_pin_lists(ranked: RankedList) -> RankedList:
     """One more reciprocal-rank vote for passages that name several GPIOs, for "which pins" questions."""
-    naming = [row for row in ranked if len(set(_GPIO_NUMBER.findall(row["text"]))) >= PINS_NAMED]
-    for position, row in enumerate(naming, 1):
-        row["score"] += 1.0 / (RRF_K + position)
-    return sorted(ranked, key=lambda row: -row["score"])
+    add_rank_votes([row for row in ranked if len(set(_GPIO_NUMBER.findall(row["text"]))) >= PINS_NAMED])
+    return by_score(ranked)
