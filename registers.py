@@ -395,7 +395,7 @@ class ChipIndex:
     trm: dict[str, list[TrmEntry]] = field(default_factory=dict)
     parameterised: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
     # the same, letting a bare-numbered parameter be spelled with letters first (IO_MUX_GPIO0_REG for
-    # IO_MUX_x_REG); used only for names the chapter's register summary lists
+    # IO_MUX_x_REG); used only for names the chapter's register summary lists, by name or address
     parameterised_spelled: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
     summary_names: dict[str, str] = field(default_factory=dict)  # summary-table name -> chapter file
     summary_addresses: dict[int, str] = field(default_factory=dict)  # absolute summary address -> chapter
@@ -766,13 +766,13 @@ def _find_trm(index: ChipIndex, name: str) -> tuple[TrmEntry, dict[str, str]] | 
             return index.trm[candidate][0], {}
     upper = name.upper()
     found = _instance_in(index, index.parameterised, upper, name)
+    if found is not None:
+        return found
     chapter = index.summary_names.get(upper)
     if chapter is None and index.summary_addresses and (macro := index.macros.get(upper)) is not None:
         address = evaluate(macro.body, index.macros, memo=index.memo)
         chapter = index.summary_addresses.get(address) if address is not None else None
-    if found is None and chapter is not None:
-        found = _instance_in(index, index.parameterised_spelled, upper, name, chapter)
-    return found
+    return _instance_in(index, index.parameterised_spelled, upper, name, chapter) if chapter else None
 
 
 def _instance_in(
