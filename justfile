@@ -121,6 +121,10 @@ eval-unseen:
 eval-answer-types:
     uv run eval_retrieval.py eval/answer_type_queries.jsonl --db {{db}} --via-mcp
 
+# Guide questions written at the end of the sixth session, after every rule it added, and never tuned on (eval/fresh_queries.jsonl).
+eval-fresh:
+    uv run eval_retrieval.py eval/fresh_queries.jsonl --db {{db}} --via-mcp
+
 # Release questions (eval/release_queries.jsonl, needs a store holding master and v5.5 of esp32/esp32c3), scored with and without idf_version; healthy: hit@5 near 1 with it, wrong release first 0.
 eval-releases:
     uv run eval_retrieval.py eval/release_queries.jsonl --db {{db}} --via-mcp
