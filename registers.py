@@ -394,9 +394,6 @@ class ChipIndex:
     revision: str | None
     trm: dict[str, list[TrmEntry]] = field(default_factory=dict)
     parameterised: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
-    # the same, letting a bare-numbered parameter be spelled with letters first (IO_MUX_GPIO0_REG for
-    # IO_MUX_x_REG); used only for names the chapter's register summary lists, by name or address
-    parameterised_spelled: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
     summary_names: dict[str, str] = field(default_factory=dict)  # summary-table name -> chapter file
     summary_addresses: dict[int, str] = field(default_factory=dict)  # absolute summary address -> chapter
     macros: dict[str, Macro] = field(default_factory=dict)
@@ -426,6 +423,7 @@ class ChipIndex:
     )  # per missing base, not per register
     _base_keys: list[tuple[str, Macro]] | None = None  # (_base_key, macro) of every *_BASE macro
     _trm_by_chapter: dict[str, list[tuple[str, TrmEntry]]] | None = None
+    _spelled: dict[str, list[tuple[re.Pattern[str], str]]] = field(default_factory=dict)
     # instance_addresses per register macro: the address map and the manual's registers both ask
     _instances: dict[Macro, list[tuple[int, int]]] = field(default_factory=dict)
 
@@ -484,6 +482,20 @@ class ChipIndex:
             self._base_owners = sorted((value, sorted(names)) for value, names in owners.items())
             self._base_values = [value for value, _ in self._base_owners]
         return self._base_owners
+
+    def spelled_patterns(self, chapter: str) -> list[tuple[re.Pattern[str], str]]:
+        """The chapter's parameterised registers, letting a number the note gives bare be spelled
+        with letters first (``IO_MUX_GPIO0_REG`` for ``IO_MUX_x_REG``). Built on first need: only
+        names a register summary lists that matched nothing else get here, and compiling a second
+        pattern for every parameterised register made the index build half as slow again."""
+        if chapter not in self._spelled:
+            self._spelled[chapter] = [
+                (pattern, name)
+                for name, entry in self.trm_in_chapter(chapter)
+                if (pattern := parameter_regex(name, entry.register["parameters"], any_prefix=True))
+                is not None
+            ]
+        return self._spelled[chapter]
 
     def trm_in_chapter(self, file_path: str) -> list[tuple[str, TrmEntry]]:
         """The manual registers (name, first entry) documented in one chapter file, in index order."""
@@ -560,9 +572,6 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
             pattern = parameter_regex(register["name"], register["parameters"])
             if pattern is not None and len(entries) == 1:
                 index.parameterised.append((pattern, register["name"]))
-                spelled = parameter_regex(register["name"], register["parameters"], any_prefix=True)
-                if spelled is not None and spelled.pattern != pattern.pattern:
-                    index.parameterised_spelled.append((spelled, register["name"]))
     src_where = (
         f"doc_type = 'src' AND array_has(chips, {_quote(chip)}) AND "
         "(source_doc LIKE '%\\_reg.h' ESCAPE '\\' OR source_doc IN ('soc.h', 'reg_base.h') "
@@ -576,7 +585,8 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
             _collect_linker(row, index)
         else:
             _collect_macros(row, index)
-            raw_headers[row["file_path"]].append((row["chunk_index"], row["text"]))
+            if "#define" in row["text"]:  # hand-written header text; register cards have no #define
+                raw_headers[row["file_path"]].append((row["chunk_index"], row["text"]))
     for file_path, chunks in raw_headers.items():  # a register's masks may run into the next chunk
         _collect_mask_fields(file_path, [text for _, text in sorted(chunks)], index)
     if len(_INDEX_CACHE) > 64:
@@ -622,7 +632,6 @@ def _collect_macros(row: dict[str, Any], index: ChipIndex) -> None:
 # field's name and bit range, with no access, default or description. (A header with ``X_V`` macros
 # too is a generated one, read as register cards by ingest_source.py.)
 MASK_FIELDS_NOTE = "mask and shift macros: bit ranges only, no access or default upstream"
-_BIT_CALL = re.compile(r"\bBIT\(\s*(\d+)\s*\)")
 
 
 def _collect_mask_fields(file_path: str, texts: list[str], index: ChipIndex) -> None:
@@ -639,7 +648,7 @@ def _collect_mask_fields(file_path: str, texts: list[str], index: ChipIndex) -> 
             if _REGISTER_NAME.search(name) and not _is_base_macro(name):
                 owner, masks = name, {}
                 continue
-            value = _plain_value(match.group("value"))
+            value = evaluate(_C_COMMENT.sub("", match.group("value")), {})
             if owner is None or value is None:
                 continue
             if not name.endswith("_S") or name[:-2] not in masks:
@@ -659,19 +668,15 @@ def _collect_mask_fields(file_path: str, texts: list[str], index: ChipIndex) -> 
                 )
 
 
-def _plain_value(body: str) -> int | None:
-    """An integer macro body (``0x0000007F``, ``(BIT(31))``, ``24``), else None."""
-    expression = _BIT_CALL.sub(lambda m: str(1 << int(m.group(1))), _C_COMMENT.sub("", body).strip())
-    return evaluate(expression, {}) if expression else None
-
-
 def _mask_bits(mask: int, shift: int) -> str | None:
     """A field's ``high:low`` from its mask and shift. The mask is either the unshifted width (``0xFF``
     with ``_S 16``: bits 23:16) or already shifted (``BIT(31)`` with ``_S 31``; ``0xF0`` with ``_S 4``).
     None when it is no run of ones or passes bit 31."""
+    if not 0 <= shift <= 31:
+        return None
     if shift > 0 and mask & ((1 << shift) - 1) == 0 and mask >> shift > 0:
         mask >>= shift
-    if mask <= 0 or mask & (mask + 1) or not 0 <= shift <= 31:
+    if mask <= 0 or mask & (mask + 1):
         return None
     high = shift + mask.bit_length() - 1
     if high > 31:
@@ -772,24 +777,18 @@ def _find_trm(index: ChipIndex, name: str) -> tuple[TrmEntry, dict[str, str]] | 
     if chapter is None and index.summary_addresses and (macro := index.macros.get(upper)) is not None:
         address = evaluate(macro.body, index.macros, memo=index.memo)
         chapter = index.summary_addresses.get(address) if address is not None else None
-    return _instance_in(index, index.parameterised_spelled, upper, name, chapter) if chapter else None
+    return _instance_in(index, index.spelled_patterns(chapter), upper, name) if chapter else None
 
 
 def _instance_in(
-    index: ChipIndex,
-    patterns: list[tuple[re.Pattern[str], str]],
-    upper: str,
-    name: str,
-    chapter: str | None = None,
+    index: ChipIndex, patterns: list[tuple[re.Pattern[str], str]], upper: str, name: str
 ) -> tuple[TrmEntry, dict[str, str]] | None:
-    """The first parameterised register (of ``chapter``, if given) ``name`` is an in-range instance of."""
+    """The first parameterised register of ``patterns`` that ``name`` is an in-range instance of."""
     for pattern, documented in patterns:
         match = pattern.match(upper) or pattern.match(name)
         if match is None:
             continue
         entry = index.trm[documented][0]
-        if chapter is not None and entry.row["file_path"] != chapter:
-            continue
         values = {k.removeprefix("p_"): v for k, v in match.groupdict().items()}
         ranges = entry.register["parameters"]
         if all(
