@@ -366,3 +366,28 @@ def fuse_pin_lists(ranked: RankedList) -> RankedList:
     """One more reciprocal-rank vote for passages that name several GPIOs, for "which pins" questions."""
     add_rank_votes([row for row in ranked if len(set(_GPIO_NUMBER.findall(row["text"]))) >= PINS_NAMED])
     return by_score(ranked)
+
+
+def fuse_answer_kinds(ranked: RankedList, query: str, kind: str, doc_type: str | None) -> RankedList:
+    """Every vote for the passages that hold the kind of answer the question asks for, in order.
+
+    ``doc_type`` is the caller's corpus filter: within the manuals or the headers, a question about
+    configuring the hardware or its defaults is a question about register fields; the headers'
+    capability lines have a vote of their own, so counts are voted for outside them."""
+    asks_register = bool(REGISTER_INTENT.search(query))
+    asks_field = doc_type in ("trm", "src") and bool(FIELD_INTENT.search(query))
+    if asks_register or asks_field:
+        ranked = fuse_register_definitions(ranked)
+    if asks_capability(query, kind):
+        ranked = fuse_capability_definitions(ranked)
+    if asks_register or asks_field:
+        ranked = fuse_register_names(ranked, query)
+    if API_INTENT.search(query) and (doc_type == "idf" or not asks_register):
+        ranked = fuse_api_reference(ranked, query)
+    if DEFAULT_INTENT.search(query):
+        ranked = fuse_default_statements(ranked)
+    if CAPABILITY_INTENT.search(query) and doc_type != "src":
+        ranked = fuse_counted_nouns(ranked, query)
+    if PIN_INTENT.search(query):
+        ranked = fuse_pin_lists(ranked)
+    return ranked

@@ -289,8 +289,7 @@ class SearchEngine:
     ) -> list[dict[str, Any]]:
         """Every candidate within ``where``, best first: one retriever alone, or all of them fused.
 
-        ``doc_type`` is the caller's corpus filter: within the manuals or the headers, a question
-        about configuring the hardware or its defaults is a question about register fields."""
+        ``doc_type`` is the caller's corpus filter, which some of the answer-kind votes read."""
         if mode == "fts":
             return self._scored(self.retrievers.fts(query, where), "fts", "_score", lambda s: s)
         vector = self.retrievers.vector(self.embedder.embed_query(query), where)
@@ -311,23 +310,7 @@ class SearchEngine:
             tiered = len(other_words) <= fusion.SYMBOL_LED_WORDS
             hits = self.retrievers.symbol_hits(symbols, where)
             ranked = fusion.fuse_symbols(ranked, hits, CANDIDATE_POOL, tiered)
-        asks_register = bool(fusion.REGISTER_INTENT.search(query))
-        asks_field = doc_type in ("trm", "src") and bool(fusion.FIELD_INTENT.search(query))
-        if asks_register or asks_field:
-            ranked = fusion.fuse_register_definitions(ranked)
-        if fusion.asks_capability(query, kind):
-            ranked = fusion.fuse_capability_definitions(ranked)
-        if asks_register or asks_field:
-            ranked = fusion.fuse_register_names(ranked, query)
-        if fusion.API_INTENT.search(query) and (doc_type == "idf" or not asks_register):
-            ranked = fusion.fuse_api_reference(ranked, query)
-        if fusion.DEFAULT_INTENT.search(query):
-            ranked = fusion.fuse_default_statements(ranked)
-        if fusion.CAPABILITY_INTENT.search(query) and doc_type != "src":
-            ranked = fusion.fuse_counted_nouns(ranked, query)
-        if fusion.PIN_INTENT.search(query):
-            ranked = fusion.fuse_pin_lists(ranked)
-        return ranked
+        return fusion.fuse_answer_kinds(ranked, query, kind, doc_type)
 
     @staticmethod
     def _scored(rows: list[dict[str, Any]], name: str, column: str, score: Any) -> list[dict[str, Any]]:

@@ -413,6 +413,25 @@ def test_a_clear_score_gap_settles_a_tie_in_rank() -> None:
     assert fused[0]["score"] == pytest.approx(expected_near)
 
 
+def test_configuring_within_the_manuals_is_asking_for_a_register_field() -> None:
+    register = "LEDC > Registers\n\nRegister LEDC_TIMER0_CONF_REG\nAddress: 0x00A0\n- LEDC_TICK_SEL [25]"
+
+    def rows() -> fusion.RankedList:
+        prose = {
+            "_rowid": 1,
+            "text": "The LEDC selects its clock at start.",
+            "section_path": "LEDC",
+            "score": 0.03,
+        }
+        block = {"_rowid": 2, "text": register, "section_path": "LEDC > Registers", "score": 0.02}
+        return [prose, block]
+
+    query = "select the clock source of an LED PWM timer"
+    kind = fusion.query_kind(query, [])
+    assert [row["_rowid"] for row in fusion.fuse_answer_kinds(rows(), query, kind, "trm")] == [2, 1]
+    assert [row["_rowid"] for row in fusion.fuse_answer_kinds(rows(), query, kind, "idf")] == [1, 2]
+
+
 def test_a_question_about_a_default_votes_for_passages_that_state_one() -> None:
     guide = {
         "_rowid": 1,
