@@ -254,12 +254,40 @@ class SearchEngine:
         return self._envelope(payload, filters)
 
     def _empty_note(self, filters: Filters) -> str:
-        """Explain an empty answer: usually the filters leave nothing of that corpus."""
+        """Explain an empty answer: usually the filters leave nothing of that corpus, and when the
+        chip has none of it at all, say why (no docs build or no manual upstream) and what it has."""
         in_scope = self.table.count_rows(filters.where()) if filters.where() else self.index.rows
-        return (
-            f"nothing matched; {in_scope} chunk(s) lie within the filters {filters.as_dict() or '(none)'}"
-            " — widen the filters (esp32_docs_list_chips shows coverage per chip and corpus)"
-        )
+        note = f"nothing matched; {in_scope} chunk(s) lie within the filters {filters.as_dict() or '(none)'}"
+        if in_scope == 0 and filters.chip:
+            note += self._chip_gap(filters.chip, filters.doc_type)
+        return note + " — widen the filters (esp32_docs_list_chips shows coverage per chip and corpus)"
+
+    def _chip_gap(self, chip_id: str, doc_type: str | None) -> str:
+        """Why a chip has no rows of a corpus, and which corpora it does have here."""
+        chip = chips()[chip_id]
+        coverage = self.index.coverage.get(chip_id, Counter())
+        held = ", ".join(f"{doc} {coverage[doc]}" for doc in DOC_TYPES if coverage.get(doc))
+        if doc_type in ("idf", "src") and coverage.get(doc_type):
+            series = [s for s in self.index.releases.series if chip_id in self.index.releases.held[s].chips]
+            why = (
+                f": its {coverage[doc_type]} {doc_type} chunk(s) are in other ESP-IDF releases"
+                f" ({', '.join(series)}); pass idf_version"
+            )
+        elif doc_type == "idf" and not chip.docs_built:
+            built = ", ".join(c.id for c in chips().values() if c.docs_built)
+            why = (
+                f": ESP-IDF master builds no programming guide for {chip.name} (its docs targets: {built});"
+                " the guide's chip-neutral text is found without the chip filter, but check each result's"
+                f" chips: it was written for those, not for {chip.name}"
+            )
+        elif doc_type == "trm" and chip.trm_folder is None:
+            why = (
+                f": Espressif publishes no Technical Reference Manual for {chip.name};"
+                " its register headers (src) describe its registers"
+            )
+        else:
+            why = f": this store was built without {chip.name}'s {doc_type or 'documents'}"
+        return why + (f"; {chip.name} has here: {held} chunk(s)" if held else "")
 
     def _more_note(self, candidates: int, k: int) -> str:
         if candidates <= k:

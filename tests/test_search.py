@@ -243,6 +243,16 @@ def test_empty_answer_explains_itself(engine: SearchEngine) -> None:
     assert found["results"] == [] and "nothing matched" in found["note"] and "0 chunk" in found["note"]
 
 
+def test_empty_answer_says_why_the_chip_has_none_of_that_corpus(engine: SearchEngine) -> None:
+    no_guide = engine.search("configure a GPIO interrupt", chip="esp32h2", doc_type="idf")["note"]
+    assert "ESP-IDF master builds no programming guide for ESP32-H2" in no_guide
+    assert "esp32c3" in no_guide and "esp32h2," not in no_guide  # the docs targets, H2 not among them
+    no_manual = engine.search("clock divider", chip="esp32h4", doc_type="trm")["note"]
+    assert "no Technical Reference Manual for ESP32-H4" in no_manual
+    not_built = engine.search("clock divider", chip="esp32h2", doc_type="trm")["note"]
+    assert "this store was built without ESP32-H2's trm" in not_built
+
+
 # -- find_symbol ------------------------------------------------------------------------------------
 
 
