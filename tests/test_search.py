@@ -399,28 +399,53 @@ def test_capability_questions_also_count_in_bits(query: str, asks: bool) -> None
     assert fusion.asks_capability(query, fusion.query_kind(query, [])) is asks
 
 
-def test_reciprocal_rank_fusion_weights_and_names_each_list() -> None:
-    a, b, c = ({"_rowid": i, "text": str(i)} for i in range(3))
-    fused = fusion.reciprocal_rank_fusion([fusion.Leg("vector", [a, b], 1.0), fusion.Leg("fts", [c, b], 2.0)])
-    assert [row["_rowid"] for row in fused] == [1, 2, 0], "b is in both lists; fts counts double"
-    assert fused[0]["matched_by"] == ["vector", "fts"]
-    assert fused[1]["score"] == pytest.approx(2.0 / 61)
+def _cosine(row: dict) -> float:
+    return 1.0 - row["_distance"]
 
 
-def test_a_clear_score_gap_settles_a_tie_in_rank() -> None:
-    """Each list ranks the other row first, so rank alone ties them (and the first list would win);
-    the vector leg barely separates them while BM25 puts one four times above the other."""
-    near = {"_rowid": 1, "_distance": 0.21, "_score": 20.0}
-    far = {"_rowid": 2, "_distance": 0.20, "_score": 5.0}
-    legs = [
-        fusion.Leg("vector", [far, near], relevance=lambda row: 1.0 - row["_distance"]),
-        fusion.Leg("fts", [near, far], relevance=lambda row: row["_score"]),
-    ]
-    fused = fusion.reciprocal_rank_fusion(legs)
-    assert [row["_rowid"] for row in fused] == [1, 2]
-    share = fusion.SCORE_SHARE / (fusion.RRF_K + 1)
-    expected_near = 1 / 61 + 1 / 62 + share * (0.79 / 0.80) + share * 1.0
-    assert fused[0]["score"] == pytest.approx(expected_near)
+def _bm25(row: dict) -> float:
+    return row["_score"]
+
+
+def test_fused_score_is_each_lists_normalised_score_times_its_weight() -> None:
+    a = {"_rowid": 0, "_distance": 0.30, "_score": 0.0}
+    b = {"_rowid": 1, "_distance": 0.40, "_score": 5.0}
+    c = {"_rowid": 2, "_distance": 0.60, "_score": 10.0}
+    fused = fusion.fuse_legs(
+        [
+            fusion.Leg("vector", [a, b, c], _cosine, 0.6, spread=True),
+            fusion.Leg("fts", [c, b], _bm25, 2.0),
+        ]
+    )
+    scale = fusion.LEG_SCALE
+    # vector spread: a 1, b (0.6 - 0.4) / (0.7 - 0.4) = 2/3, c 0; full text over its best: c 1, b 1/2
+    expected = {2: 2.0 * scale, 1: (0.6 * 2 / 3 + 2.0 * 0.5) * scale, 0: 0.6 * scale}
+    assert [row["_rowid"] for row in fused] == [2, 1, 0]
+    assert {row["_rowid"]: row["score"] for row in fused} == pytest.approx(expected)
+    assert fused[1]["matched_by"] == ["vector", "fts"]
+
+
+def test_the_vector_lists_clear_first_is_not_buried_under_rows_both_lists_hold_at_their_tails() -> None:
+    """A question worded unlike the manual: only the vector list holds the answer, well above its
+    next row; rows that both lists hold far down (vector 9th and 10th, full text 11th and 12th at
+    under a third of its best) must not outrank it. Under reciprocal rank they did: two middling
+    places earned more than one first place."""
+    answer = {"_rowid": 1, "_distance": 0.30, "_score": 0.0}
+    vector = [answer] + [{"_rowid": 10 + i, "_distance": 0.45 + 0.005 * i, "_score": 0.0} for i in range(39)]
+    tails = [{**vector[8], "_score": 9.0}, {**vector[9], "_score": 8.5}]
+    fts = [{"_rowid": 100 + i, "_score": 30.0 - i} for i in range(10)] + tails
+    fused = fusion.fuse_legs(
+        [fusion.Leg("vector", vector, _cosine, 0.6, spread=True), fusion.Leg("fts", fts, _bm25, 1.0)]
+    )
+    order = [row["_rowid"] for row in fused]
+    assert order[0] == 100  # the full-text list's first, at its best score, still leads
+    assert order.index(1) < order.index(vector[8]["_rowid"]) < order.index(vector[9]["_rowid"])
+
+
+def test_a_list_whose_rows_score_alike_gives_each_the_full_share() -> None:
+    one = {"_rowid": 1, "_distance": 0.5}
+    fused = fusion.fuse_legs([fusion.Leg("vector", [one], _cosine, 0.6, spread=True)])
+    assert fused[0]["score"] == pytest.approx(0.6 * fusion.LEG_SCALE)
 
 
 def test_configuring_within_the_manuals_is_asking_for_a_register_field() -> None:
