@@ -203,11 +203,15 @@ def fuse_register_definitions(ranked: RankedList) -> RankedList:
 
 
 # Asking how to make the hardware do something ("select the clock source", "enable mono mode", "bit to
-# power up the sensor") or what it does by default ("default error warning limit after reset") is,
+# power up the sensor", "skip blending and output the background layer", "let one channel borrow the
+# next channels' RAM") or what it does by default ("default error warning limit after reset") is,
 # within the manuals or the headers, asking for a register field: its name and its reset value.
+# Only verbs that control something: "use" and "count" belong to concept questions as often.
 FIELD_INTENT = re.compile(
     r"\b(?:set|sets|select|selects|choose|enable|enables|disable|disables|configure|configures|invert"
-    r"|power(?:s|ed)? (?:up|down|on|off)|make|clear|trigger|mask|setting|defaults?|after (?:a )?reset)\b",
+    r"|power(?:s|ed)? (?:up|down|on|off)|make|clear|trigger|mask|setting|defaults?|after (?:a )?reset"
+    r"|let|lets|put|switch|stop|start|divide|turn|keep|force|reset|hold|ignore|skip|change|limit|route"
+    r"|connect|generate|swap|reverse|delay)\b",
     re.IGNORECASE,
 )
 # The register and field names a passage defines: a TRM "Register X" heading, a header card's

@@ -587,6 +587,11 @@ def test_configuring_questions_count_as_register_questions_only_within_manuals_a
     assert fusion.FIELD_INTENT.search("bit to power up the sensor")
     assert fusion.FIELD_INTENT.search("default error warning limit of the TWAI controller after reset")
     assert not fusion.FIELD_INTENT.search("FIFO depth of the low-power UART")
+    assert fusion.FIELD_INTENT.search("skip blending and output the background layer directly")
+    assert fusion.FIELD_INTENT.search("let one RMT channel borrow the RAM blocks of the next channels")
+    assert not fusion.FIELD_INTENT.search(
+        "how many GDMA channels are there and which peripherals can use them"
+    )
     query = "set the UART baud rate divider"
     within = {row["_rowid"]: row for row in engine.rank(query, "doc_type = 'trm'", doc_type="trm")}
     unfiltered = {row["_rowid"]: row for row in engine.rank(query, "doc_type = 'trm'")}
