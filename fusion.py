@@ -389,7 +389,10 @@ def fuse_answer_kinds(ranked: RankedList, query: str, kind: str, doc_type: str |
     asks_field = doc_type in ("trm", "src") and bool(FIELD_INTENT.search(query))
     if asks_register or asks_field:
         ranked = fuse_register_definitions(ranked)
-    if asks_capability(query, kind):
+    # the headers hold registers and capabilities: a question there that names no register or
+    # field ("bit resolution of the DAC", "longest wake-up sequence the UART matches") asks for one
+    headers_not_a_register = doc_type == "src" and not REGISTER_NAMED.search(query) and not asks_field
+    if asks_capability(query, kind) or headers_not_a_register:
         ranked = fuse_capability_definitions(ranked)
     if asks_register or asks_field:
         ranked = fuse_register_names(ranked, query)

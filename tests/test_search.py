@@ -467,6 +467,35 @@ def test_configuring_within_the_manuals_is_asking_for_a_register_field() -> None
     assert [row["_rowid"] for row in fusion.fuse_answer_kinds(rows(), query, kind, "idf")] == [1, 2]
 
 
+def test_within_the_headers_a_question_naming_no_register_asks_for_a_capability() -> None:
+    def rows() -> fusion.RankedList:
+        struct = {
+            "_rowid": 1,
+            "text": "/** Type of sleep_conf0 register\n * UART wakeup character sequence */",
+            "file_path": "components/soc/esp32c61/register/soc/uart_struct.h",
+            "score": 0.03,
+        }
+        caps = {
+            "_rowid": 2,
+            "text": "ESP32-C61 capabilities: UART\nSOC_UART_WAKEUP_CHARS_SEQ_MAX_LEN (5)",
+            "file_path": "components/soc/esp32c61/include/soc/soc_caps.h",
+            "score": 0.02,
+        }
+        return [struct, caps]
+
+    question = "longest character sequence the UART can match to wake the chip from light sleep"
+    kind = fusion.query_kind(question, [])
+    assert not fusion.asks_capability(question, kind)  # no counting words: the headers decide it
+    assert [row["_rowid"] for row in fusion.fuse_answer_kinds(rows(), question, kind, "src")] == [2, 1]
+    assert [row["_rowid"] for row in fusion.fuse_answer_kinds(rows(), question, kind, "idf")] == [1, 2]
+    register_question = "register holding the UART wake-up character sequence"
+    kind = fusion.query_kind(register_question, [])
+    assert [row["_rowid"] for row in fusion.fuse_answer_kinds(rows(), register_question, kind, "src")] == [
+        1,
+        2,
+    ]
+
+
 def test_a_question_about_a_default_votes_for_passages_that_state_one() -> None:
     guide = {
         "_rowid": 1,
