@@ -203,16 +203,21 @@ def fuse_register_definitions(ranked: RankedList) -> RankedList:
 
 
 # Asking how to make the hardware do something ("select the clock source", "enable mono mode", "bit to
-# power up the sensor", "skip blending and output the background layer", "let one channel borrow the
-# next channels' RAM") or what it does by default ("default error warning limit after reset") is,
-# within the manuals or the headers, asking for a register field: its name and its reset value.
-# Only verbs that control something: "use" and "count" belong to concept questions as often.
-FIELD_INTENT = re.compile(
-    r"\b(?:set|sets|select|selects|choose|enable|enables|disable|disables|configure|configures|invert"
+# power up the sensor") or what it does by default ("default error warning limit after reset") is,
+# within the manuals or the headers, asking for a register field: its name and its reset value. So is
+# an order to the hardware in other verbs ("skip blending and output the background layer", "let one
+# channel borrow the next channels' RAM", "how do I force the pad high"), but only as an order: as
+# mere description ("how many cards can the host connect") they belong to concept questions.
+_FIELD_WORDS = (
+    r"set|sets|select|selects|choose|enable|enables|disable|disables|configure|configures|invert"
     r"|power(?:s|ed)? (?:up|down|on|off)|make|clear|trigger|mask|setting|defaults?|after (?:a )?reset"
-    r"|let|lets|put|switch|stop|start|divide|turn|keep|force|reset|hold|ignore|skip|change|limit|route"
-    r"|connect|generate|swap|reverse|delay)\b",
-    re.IGNORECASE,
+)
+_CONTROL_VERBS = (
+    r"let|put|switch|stop|start|divide|turn|keep|force|reset|hold|ignore|skip|change|limit|route"
+    r"|connect|generate|swap|reverse|delay"
+)
+FIELD_INTENT = re.compile(
+    rf"\b(?:{_FIELD_WORDS})\b|(?:^|\bto |\bhow (?:do|can|should) i )(?:{_CONTROL_VERBS})\b", re.IGNORECASE
 )
 # The register and field names a passage defines: a TRM "Register X" heading, a header card's
 # "X = base + offset" line, and either's field bullets ("- X [7:0] ...").

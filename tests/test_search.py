@@ -621,6 +621,8 @@ def test_configuring_questions_count_as_register_questions_only_within_manuals_a
     assert not fusion.FIELD_INTENT.search(
         "how many GDMA channels are there and which peripherals can use them"
     )
+    assert fusion.FIELD_INTENT.search("how do I force the pad high during deep sleep")
+    assert not fusion.FIELD_INTENT.search("how many cards can the SD/MMC host connect and which bus widths")
     query = "set the UART baud rate divider"
     within = {row["_rowid"]: row for row in engine.rank(query, "doc_type = 'trm'", doc_type="trm")}
     unfiltered = {row["_rowid"]: row for row in engine.rank(query, "doc_type = 'trm'")}
