@@ -125,6 +125,16 @@ eval-answer-types:
 eval-fresh:
     uv run eval_retrieval.py eval/fresh_queries.jsonl --db {{db}} --via-mcp
 
+# Questions worded unlike the documents (tuning set, then a set checked once after the fusion change), through the server.
+eval-reworded:
+    uv run eval_retrieval.py eval/reworded_queries.jsonl --db {{db}} --via-mcp
+    uv run eval_retrieval.py eval/reworded_check_queries.jsonl --db {{db}} --via-mcp
+
+# Questions in the dev set's style by independent writers (a check set, and a final set run only at the end of the seventh session).
+eval-devstyle:
+    uv run eval_retrieval.py eval/devstyle_check_queries.jsonl --db {{db}} --via-mcp
+    uv run eval_retrieval.py eval/devstyle_final_queries.jsonl --db {{db}} --via-mcp
+
 # Release questions (eval/release_queries.jsonl, needs a store holding master and v5.5 of esp32/esp32c3), scored with and without idf_version; healthy: hit@5 near 1 with it, wrong release first 0.
 eval-releases:
     uv run eval_retrieval.py eval/release_queries.jsonl --db {{db}} --via-mcp
