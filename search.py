@@ -1,7 +1,7 @@
 """The retrieval engine behind the MCP server and the eval: input validation and orchestration.
 
 A query runs the retrievers of ``retrievers.py`` (vector, full-text, exact symbol), which
-``fusion.py`` combines by reciprocal rank; ``results.py`` shapes what the agent receives. Every
+``fusion.py`` combines by their scores and ranks; ``results.py`` shapes what the agent receives. Every
 caller-supplied value is validated here (vocabulary, identifier charset, known file paths) before a
 filter string is built: nothing a client sends reaches LanceDB's SQL unchecked.
 """
