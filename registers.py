@@ -2070,8 +2070,11 @@ def disagreements(manual: dict[str, Any], header_fields: list[dict[str, Any]]) -
 
 def compose_reset(fields: list[dict[str, Any]]) -> tuple[int | None, str]:
     """A register's reset value from its fields' defaults; (None, why) naming every field whose
-    default (``x`` upstream: undefined) or bit range is missing."""
+    default is undefined upstream (``x``: the source says the bits come up in no set state), given
+    nowhere, or whose bit range is missing. The first two differ for the firmware: an undefined
+    default is a documented fact, a missing one only a gap in the sources."""
     value = 0
+    undefined: list[str] = []
     no_default: list[str] = []
     no_bits: list[str] = []
     for item in fields:
@@ -2080,17 +2083,25 @@ def compose_reset(fields: list[dict[str, Any]]) -> tuple[int | None, str]:
             no_bits.append(item["name"])
             continue
         if default is None:
-            no_default.append(f"{item['name']} [{item['bits']}]")
+            named = f"{item['name']} [{item['bits']}]"
+            (undefined if _UNDEFINED_DEFAULT.fullmatch(item["reset"] or "") else no_default).append(named)
             continue
         high, low = span
         value |= (default & ((1 << (high - low + 1)) - 1)) << low
-    if not no_default and not no_bits:
+    if not undefined and not no_default and not no_bits:
         return value, ""
     if len(no_default) == len(fields):
         return None, "no reset: no field has a default"
-    parts = [f"no default for {', '.join(no_default)}"] if no_default else []
+    if len(undefined) == len(fields):
+        return None, "no reset: every field's default is undefined (x) upstream"
+    parts = [f"undefined (x) upstream for {', '.join(undefined)}"] if undefined else []
+    parts += [f"no default for {', '.join(no_default)}"] if no_default else []
     parts += [f"no bit range for {', '.join(no_bits)}"] if no_bits else []
     return None, "no reset: " + "; ".join(parts)
+
+
+# A default written as ``x`` (headers) or one ``x`` per bit (the manual's ``xxxxxxxx``).
+_UNDEFINED_DEFAULT = re.compile(r"[xX]+")
 
 
 def partial_reset(fields: list[dict[str, Any]]) -> dict[str, str] | None:

@@ -396,7 +396,11 @@ def test_compose_reset_names_every_field_that_blocks_it() -> None:
     undefined = [{"name": "C", "bits": "9", "reset": "x"}, {"name": "E", "bits": "11:10", "reset": None}]
     assert registers.compose_reset([*fields, *undefined]) == (
         None,
-        "no reset: no default for C [9], E [11:10]",
+        "no reset: undefined (x) upstream for C [9]; no default for E [11:10]",
+    )
+    assert registers.compose_reset(undefined[:1]) == (
+        None,
+        "no reset: every field's default is undefined (x) upstream",
     )
     assert registers.compose_reset([{"name": "D", "bits": "?", "reset": "0x0"}])[1] == (
         "no reset: no bit range for D"
@@ -678,7 +682,9 @@ def test_mask_bits_reads_widths_and_placed_masks(mask: int, shift: int, bits: st
 def test_an_undefined_default_gives_the_known_bits(table: Any) -> None:
     answer = registers.lookup_register(table, "esp32h2", name="GPIO_SIGMADELTA0_REG")
     assert answer["reset"] is None
-    assert answer["reset_from"] == "unknown: headers: no reset: no default for GPIO_SD0_PRESCALE [15:8]"
+    assert answer["reset_from"] == (
+        "unknown: headers: no reset: undefined (x) upstream for GPIO_SD0_PRESCALE [15:8]"
+    )
     assert answer["reset_partial"] == {
         "value": "0x00000000",
         "undefined_bits": "0x0000FF00",
