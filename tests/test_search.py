@@ -448,49 +448,37 @@ def test_a_list_whose_rows_score_alike_gives_each_the_full_share() -> None:
     assert fused[0]["score"] == pytest.approx(0.6 * fusion.LEG_SCALE)
 
 
+def _kind_order(passages: list[dict], question: str, doc_type: str) -> list[int]:
+    """The order the answer-kind votes give passages fused in the order given (ids 1, 2, ...; each
+    fused score 0.01 below the one before)."""
+    ranked = [{**p, "_rowid": n, "score": 0.04 - 0.01 * n} for n, p in enumerate(passages, 1)]
+    kind = fusion.query_kind(question, [])
+    return [row["_rowid"] for row in fusion.fuse_answer_kinds(ranked, question, kind, doc_type)]
+
+
 def test_configuring_within_the_manuals_is_asking_for_a_register_field() -> None:
     register = "LEDC > Registers\n\nRegister LEDC_TIMER0_CONF_REG\nAddress: 0x00A0\n- LEDC_TICK_SEL [25]"
-
-    def rows() -> fusion.RankedList:
-        prose = {
-            "_rowid": 1,
-            "text": "The LEDC selects its clock at start.",
-            "section_path": "LEDC",
-            "score": 0.03,
-        }
-        block = {"_rowid": 2, "text": register, "section_path": "LEDC > Registers", "score": 0.02}
-        return [prose, block]
-
-    query = "select the clock source of an LED PWM timer"
-    kind = fusion.query_kind(query, [])
-    assert [row["_rowid"] for row in fusion.fuse_answer_kinds(rows(), query, kind, "trm")] == [2, 1]
-    assert [row["_rowid"] for row in fusion.fuse_answer_kinds(rows(), query, kind, "idf")] == [1, 2]
+    prose = {"text": "The LEDC selects its clock at start.", "section_path": "LEDC"}
+    block = {"text": register, "section_path": "LEDC > Registers"}
+    question = "select the clock source of an LED PWM timer"
+    assert _kind_order([prose, block], question, "trm") == [2, 1]
+    assert _kind_order([prose, block], question, "idf") == [1, 2]
 
 
 def test_within_the_headers_a_question_naming_no_register_asks_for_a_capability() -> None:
-    def rows() -> fusion.RankedList:
-        struct = {
-            "_rowid": 1,
-            "text": "/** Type of sleep_conf0 register\n * UART wakeup character sequence */",
-            "file_path": "components/soc/esp32c61/register/soc/uart_struct.h",
-            "score": 0.03,
-        }
-        caps = {
-            "_rowid": 2,
-            "text": "ESP32-C61 capabilities: UART\nSOC_UART_WAKEUP_CHARS_SEQ_MAX_LEN (5)",
-            "file_path": "components/soc/esp32c61/include/soc/soc_caps.h",
-            "score": 0.02,
-        }
-        return [struct, caps]
-
+    struct = {
+        "text": "/** Type of sleep_conf0 register\n * UART wakeup character sequence */",
+        "file_path": "components/soc/esp32c61/register/soc/uart_struct.h",
+    }
+    caps = {
+        "text": "ESP32-C61 capabilities: UART\nSOC_UART_WAKEUP_CHARS_SEQ_MAX_LEN (5)",
+        "file_path": "components/soc/esp32c61/include/soc/soc_caps.h",
+    }
     question = "longest character sequence the UART can match to wake the chip from light sleep"
-    kind = fusion.query_kind(question, [])
-    assert not fusion.asks_capability(question, kind)  # no counting words: the headers decide it
-    assert [row["_rowid"] for row in fusion.fuse_answer_kinds(rows(), question, kind, "src")] == [2, 1]
-    assert [row["_rowid"] for row in fusion.fuse_answer_kinds(rows(), question, kind, "idf")] == [1, 2]
-    register_question = "register holding the UART wake-up character sequence"
-    kind = fusion.query_kind(register_question, [])
-    assert [row["_rowid"] for row in fusion.fuse_answer_kinds(rows(), register_question, kind, "src")] == [
+    assert not fusion.asks_capability(question, fusion.query_kind(question, []))  # the headers decide it
+    assert _kind_order([struct, caps], question, "src") == [2, 1]
+    assert _kind_order([struct, caps], question, "idf") == [1, 2]
+    assert _kind_order([struct, caps], "register holding the UART wake-up character sequence", "src") == [
         1,
         2,
     ]
