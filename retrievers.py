@@ -53,6 +53,20 @@ def query_symbols(query: str) -> list[str]:
     return list(dict.fromkeys(t.strip("_") if t.strip("_") else t for t in found))[:8]
 
 
+def meant_symbols(symbols: list[str], hits: list[tuple[Any, dict[str, Any]]]) -> list[str]:
+    """The query's identifier-like tokens an agent means as identifiers: a camelCase word that no
+    symbol within the filters matches (``kHz``, ``FreeRTOS``, ``SoftAP``) is a unit or a name, and a
+    question that says it is prose. snake_case and wildcard tokens stay without a hit (a misspelt
+    register is still asked for by name)."""
+    return [
+        symbol
+        for symbol in symbols
+        if "_" in symbol
+        or "*" in symbol
+        or any(matched_refs(row["symbol_refs"], [symbol]) for _, row in hits)
+    ]
+
+
 def symbol_pattern(symbol: str) -> str:
     """Regex (lower case, identifier chars only) matching one symbol_refs entry for ``symbol``.
 

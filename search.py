@@ -39,6 +39,7 @@ from retrievers import (
     Retrievers,
     definition_rank,
     matched_refs,
+    meant_symbols,
     query_symbols,
 )
 
@@ -324,6 +325,8 @@ class SearchEngine:
         if mode == "vector":
             return self._scored(vector, "vector", "_distance", lambda d: 1.0 - d)
         symbols = query_symbols(query)
+        hits = self.retrievers.symbol_hits(symbols, where) if symbols else []
+        symbols = meant_symbols(symbols, hits)
         kind = fusion.query_kind(query, symbols)
         weights = fusion.LEG_WEIGHTS[kind]
         ranked = fusion.fuse_legs(
@@ -336,7 +339,6 @@ class SearchEngine:
             named = {symbol.lower() for symbol in symbols}
             other_words = [w for w in query_terms(query) if w not in named]
             tiered = len(other_words) <= fusion.SYMBOL_LED_WORDS
-            hits = self.retrievers.symbol_hits(symbols, where)
             ranked = fusion.fuse_symbols(ranked, hits, CANDIDATE_POOL, tiered)
         return fusion.fuse_answer_kinds(ranked, query, kind, doc_type)
 

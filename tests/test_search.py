@@ -11,7 +11,7 @@ import embed_and_store
 import fusion
 from embedder import get_embedder
 from results import VARIANT_NOTE_CHARS, excerpt, fold_chip_variants, revision_scope, variant_note
-from retrievers import definition_strength, query_symbols, symbol_pattern
+from retrievers import definition_strength, meant_symbols, query_symbols, symbol_pattern
 from search import MAX_K, SearchEngine, SearchInputError, open_engine
 
 FIXTURES = Path(__file__).parent / "fixtures" / "search"
@@ -230,6 +230,26 @@ def test_idf_results_link_the_docs_page_for_the_chip_asked(engine: SearchEngine)
     unasked = engine.search("uart_driver_install", doc_type="idf")["results"][0]
     assert f"/latest/{unasked['chips'][0]}/" in unasked["url"]
     assert engine.search("UART_CLKDIV_REG", doc_type="trm")["results"][0]["url"] is None
+
+
+def test_a_camel_case_unit_or_name_no_symbol_matches_is_not_an_identifier(engine: SearchEngine) -> None:
+    """ "kHz" looks like camelCase; no symbol is called that, so the question ranks as prose, exactly
+    as it does written "khz"."""
+
+    def order(query: str) -> list[tuple[str, int]]:
+        return [
+            (r["file_path"], r["chunk_index"]) for r in engine.search(query, chip="esp32c3", k=10)["results"]
+        ]
+
+    assert order("UART clock divider for a 40 kHz baud clock") == order(
+        "UART clock divider for a 40 khz baud clock"
+    )
+    hit = ((0, 0, 0, 0), {"symbol_refs": ["UART_CLKDIV_REG", "xTaskCreate"]})
+    assert meant_symbols(["kHz", "xTaskCreate", "UART_CLKDIV_REG", "NO_SUCH_REG"], [hit]) == [
+        "xTaskCreate",
+        "UART_CLKDIV_REG",
+        "NO_SUCH_REG",
+    ]
 
 
 @pytest.mark.parametrize("mode", ["vector", "fts"])
