@@ -370,6 +370,23 @@ def fuse_counted_nouns(ranked: RankedList, query: str) -> RankedList:
     return by_score(ranked)
 
 
+# Within a manual, a capability question about a peripheral ("how many capacitive touch pins and
+# proximity channels", "MIPI CSI number of data lanes and per-lane data rate") is answered where the
+# chapter states its counts and limits: its Features / Feature List, Overview or Introduction. The
+# functional description and the register blocks around it use the same words for one detail each.
+# Half a vote, in fused order, for those sections.
+FEATURE_SECTION = re.compile(r"(?:^|> )(?:Features|Feature List|Overview|Introduction)$")
+FEATURE_VOTE_WEIGHT = 0.5
+
+
+def fuse_feature_lists(ranked: RankedList) -> RankedList:
+    """Half a reciprocal-rank vote for a manual chapter's feature list, overview or introduction."""
+    add_rank_votes(
+        [row for row in ranked if FEATURE_SECTION.search(row["section_path"])], FEATURE_VOTE_WEIGHT
+    )
+    return by_score(ranked)
+
+
 # "Which pins does the USB-JTAG use", "which GPIOs are strapping pins": the answer names pins. One
 # more vote, in fused order, for the candidates that name two GPIOs or more ("GPIO19 and GPIO20 are
 # used by USB-JTAG by default"); the prose about the same peripheral names none.
@@ -399,6 +416,8 @@ def fuse_answer_kinds(ranked: RankedList, query: str, kind: str, doc_type: str |
     headers_not_a_register = doc_type == "src" and not REGISTER_NAMED.search(query) and not asks_field
     if asks_capability(query, kind) or headers_not_a_register:
         ranked = fuse_capability_definitions(ranked)
+    if doc_type == "trm" and asks_capability(query, kind) and not REGISTER_NAMED.search(query):
+        ranked = fuse_feature_lists(ranked)
     if asks_register or asks_field:
         ranked = fuse_register_names(ranked, query)
     if API_INTENT.search(query) and (doc_type == "idf" or not asks_register):

@@ -504,6 +504,23 @@ def test_within_the_headers_a_question_naming_no_register_asks_for_a_capability(
     ]
 
 
+def test_a_capability_question_in_a_manual_votes_for_the_chapters_feature_list() -> None:
+    detail = {
+        "text": "The CSI host receives pixel data from the camera over its data lanes.",
+        "section_path": "MIPI CSI > Functional Description",
+        "file_path": "ESP32-P4/41-MIPICSI__EN",
+    }
+    features = {
+        "text": "- Up to 2 data lanes\n- Up to 1.5 Gbps per lane",
+        "section_path": "MIPI CSI > Feature List",
+        "file_path": "ESP32-P4/41-MIPICSI__EN",
+    }
+    question = "MIPI CSI number of data lanes and per-lane data rate"
+    assert _kind_order([detail, features], question, "trm") == [2, 1]
+    assert _kind_order([detail, features], question, "idf") == [1, 2]  # only within the manuals
+    assert _kind_order([detail, features], "MIPI CSI register with the number of data lanes", "trm") == [1, 2]
+
+
 def test_a_question_about_a_default_votes_for_passages_that_state_one() -> None:
     guide = {
         "_rowid": 1,
