@@ -136,11 +136,15 @@ def fuse_legs(legs: list[Leg]) -> RankedList:
     return by_score(list(fused.values()))
 
 
-def add_rank_votes(voting: list[dict[str, Any]], weight: float = 1.0) -> None:
-    """One more reciprocal-rank vote, scaled by ``weight``, for each of ``voting``'s rows in the order
-    given (their fused order): the shape of every extra vote below."""
-    for position, row in enumerate(voting, 1):
+def vote_for(
+    ranked: RankedList, holds_answer: Callable[[dict[str, Any]], bool], weight: float = 1.0
+) -> RankedList:
+    """One more reciprocal-rank vote, scaled by ``weight``, for the rows that hold the kind of answer
+    asked for, in their fused order (the first earns weight / 61, the next weight / 62, ...); best
+    first again. The shape of every extra vote below."""
+    for position, row in enumerate((row for row in ranked if holds_answer(row)), 1):
         row["score"] += weight / (RRF_K + position)
+    return by_score(ranked)
 
 
 # A question of more content words than this besides its identifiers is about something else than
@@ -187,8 +191,7 @@ def fuse_capability_definitions(ranked: RankedList) -> RankedList:
     cards and structs that describe every channel's fields match its words more often; the
     capability chunks keep their fused order among themselves.
     """
-    add_rank_votes([row for row in ranked if CAPABILITY_SOURCE.search(row["file_path"])])
-    return by_score(ranked)
+    return vote_for(ranked, lambda row: bool(CAPABILITY_SOURCE.search(row["file_path"])))
 
 
 def fuse_register_definitions(ranked: RankedList) -> RankedList:
@@ -198,8 +201,7 @@ def fuse_register_definitions(ranked: RankedList) -> RankedList:
     block above the functional description that talks about the same peripheral (on the dev queries'
     TRM cases hit@1 rose from 0.34 to 0.53), keeping the fused order among register blocks.
     """
-    add_rank_votes([row for row in ranked if REGISTER_DEFINITION.search(row["text"])])
-    return by_score(ranked)
+    return vote_for(ranked, lambda row: bool(REGISTER_DEFINITION.search(row["text"])))
 
 
 # Asking how to make the hardware do something ("select the clock source", "enable mono mode", "bit to
@@ -309,13 +311,18 @@ def fuse_api_reference(ranked: RankedList, query: str) -> RankedList:
     ``Structures`` sections: the ``Functions`` section next to them names the same struct in every
     prototype that takes it ("ESP-NOW peer info ... fields" is ``esp_now_peer_info``'s member list,
     not ``esp_now_get_peer``)."""
-    reference = [row for row in ranked if API_REFERENCE_SECTION in row["section_path"]]
-    votes = [reference]
+    ranked = vote_for(ranked, _in_reference, API_VOTE_WEIGHT)
     if STRUCT_INTENT.search(query):
-        votes.append([row for row in reference if row["section_path"].endswith(" > Structures")])
-    for voting in votes:
-        add_rank_votes(voting, API_VOTE_WEIGHT)
-    return by_score(ranked)
+        ranked = vote_for(
+            ranked,
+            lambda row: _in_reference(row) and row["section_path"].endswith(" > Structures"),
+            API_VOTE_WEIGHT,
+        )
+    return ranked
+
+
+def _in_reference(row: dict[str, Any]) -> bool:
+    return API_REFERENCE_SECTION in row["section_path"]
 
 
 # A question about a default ("interrupt watchdog timeout option and its default") is answered by a
@@ -329,8 +336,7 @@ STATES_DEFAULT = re.compile(
 
 def fuse_default_statements(ranked: RankedList) -> RankedList:
     """One more reciprocal-rank vote for passages that state a default value, in their fused order."""
-    add_rank_votes([row for row in ranked if STATES_DEFAULT.search(row["text"])])
-    return by_score(ranked)
+    return vote_for(ranked, lambda row: bool(STATES_DEFAULT.search(row["text"])))
 
 
 # A question that counts ("how many secure boot keys can be stored", "maximum transaction length of
@@ -366,8 +372,7 @@ def fuse_counted_nouns(ranked: RankedList, query: str) -> RankedList:
     pattern = counted_nouns(query)
     if pattern is None:
         return ranked
-    add_rank_votes([row for row in ranked if pattern.search(row["text"])], COUNT_VOTE_WEIGHT)
-    return by_score(ranked)
+    return vote_for(ranked, lambda row: bool(pattern.search(row["text"])), COUNT_VOTE_WEIGHT)
 
 
 # Within a manual, a capability question about a peripheral ("how many capacitive touch pins and
@@ -381,10 +386,9 @@ FEATURE_VOTE_WEIGHT = 0.5
 
 def fuse_feature_lists(ranked: RankedList) -> RankedList:
     """Half a reciprocal-rank vote for a manual chapter's feature list, overview or introduction."""
-    add_rank_votes(
-        [row for row in ranked if FEATURE_SECTION.search(row["section_path"])], FEATURE_VOTE_WEIGHT
+    return vote_for(
+        ranked, lambda row: bool(FEATURE_SECTION.search(row["section_path"])), FEATURE_VOTE_WEIGHT
     )
-    return by_score(ranked)
 
 
 # "Which pins does the USB-JTAG use", "which GPIOs are strapping pins": the answer names pins. One
@@ -397,8 +401,7 @@ PINS_NAMED = 2
 
 def fuse_pin_lists(ranked: RankedList) -> RankedList:
     """One more reciprocal-rank vote for passages that name several GPIOs, for "which pins" questions."""
-    add_rank_votes([row for row in ranked if len(set(_GPIO_NUMBER.findall(row["text"]))) >= PINS_NAMED])
-    return by_score(ranked)
+    return vote_for(ranked, lambda row: len(set(_GPIO_NUMBER.findall(row["text"]))) >= PINS_NAMED)
 
 
 def fuse_answer_kinds(ranked: RankedList, query: str, kind: str, doc_type: str | None) -> RankedList:
@@ -413,10 +416,11 @@ def fuse_answer_kinds(ranked: RankedList, query: str, kind: str, doc_type: str |
         ranked = fuse_register_definitions(ranked)
     # the headers hold registers and capabilities: a question there that names no register or
     # field ("bit resolution of the DAC", "longest wake-up sequence the UART matches") asks for one
-    headers_not_a_register = doc_type == "src" and not REGISTER_NAMED.search(query) and not asks_field
-    if asks_capability(query, kind) or headers_not_a_register:
+    names_register = bool(REGISTER_NAMED.search(query))
+    counts = asks_capability(query, kind)
+    if counts or (doc_type == "src" and not names_register and not asks_field):
         ranked = fuse_capability_definitions(ranked)
-    if doc_type == "trm" and asks_capability(query, kind) and not REGISTER_NAMED.search(query):
+    if doc_type == "trm" and counts and not names_register:
         ranked = fuse_feature_lists(ranked)
     if asks_register or asks_field:
         ranked = fuse_register_names(ranked, query)
