@@ -44,6 +44,8 @@ from retrievers import (
 )
 
 MODES = ("hybrid", "vector", "fts")
+# The query's meant identifiers and the symbol retriever's (definition rank, row) hits for them.
+Identifiers = tuple[list[str], list[tuple[tuple[int, int, int, int], dict[str, Any]]]]
 MAX_K = 20
 MAX_QUERY_CHARS = 2000
 # Rows fetched to count a symbol's hits per corpus; totals at this cap are reported as lower bounds.
@@ -238,8 +240,11 @@ class SearchEngine:
         if mode not in MODES:
             raise SearchInputError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
         where = filters.where()
-        symbols = query_symbols(query) if mode == "hybrid" else []
-        ranked = fold_chip_variants(self.rank(query, where, mode, doc_type=filters.doc_type))
+        identifiers = self.query_identifiers(query, where) if mode == "hybrid" else ([], [])
+        symbols = identifiers[0]
+        ranked = fold_chip_variants(
+            self.rank(query, where, mode, doc_type=filters.doc_type, identifiers=identifiers)
+        )
         terms = query_terms(query)
         results = [self._result(row, filters.chip, symbols, terms) for row in ranked[:k]]
         payload = {
@@ -256,7 +261,9 @@ class SearchEngine:
 
     def _empty_note(self, filters: Filters) -> str:
         """Explain an empty answer: usually the filters leave nothing of that corpus, and when the
-        chip has none of it at all, say why (no docs build or no manual upstream) and what it has."""
+        chip has none of it in the whole store, say why (no docs build or no manual upstream) and
+        what it has. (A chip missing from the chosen release is refused before this, naming its
+        releases.)"""
         in_scope = self.table.count_rows(filters.where()) if filters.where() else self.index.rows
         note = f"nothing matched; {in_scope} chunk(s) lie within the filters {filters.as_dict() or '(none)'}"
         if in_scope == 0 and filters.chip:
@@ -264,17 +271,13 @@ class SearchEngine:
         return note + " — widen the filters (esp32_docs_list_chips shows coverage per chip and corpus)"
 
     def _chip_gap(self, chip_id: str, doc_type: str | None) -> str:
-        """Why a chip has no rows of a corpus, and which corpora it does have here."""
-        chip = chips()[chip_id]
+        """Why a chip has no rows of a corpus anywhere in the store, and which corpora it has; empty
+        when it does have some (under other filters)."""
         coverage = self.index.coverage.get(chip_id, Counter())
-        held = ", ".join(f"{doc} {coverage[doc]}" for doc in DOC_TYPES if coverage.get(doc))
-        if doc_type in ("idf", "src") and coverage.get(doc_type):
-            series = [s for s in self.index.releases.series if chip_id in self.index.releases.held[s].chips]
-            why = (
-                f": its {coverage[doc_type]} {doc_type} chunk(s) are in other ESP-IDF releases"
-                f" ({', '.join(series)}); pass idf_version"
-            )
-        elif doc_type == "idf" and not chip.docs_built:
+        if coverage.get(doc_type) if doc_type else coverage.total():
+            return ""
+        chip = chips()[chip_id]
+        if doc_type == "idf" and not chip.docs_built:
             built = ", ".join(c.id for c in chips().values() if c.docs_built)
             why = (
                 f": ESP-IDF master builds no programming guide for {chip.name} (its docs targets: {built});"
@@ -288,6 +291,7 @@ class SearchEngine:
             )
         else:
             why = f": this store was built without {chip.name}'s {doc_type or 'documents'}"
+        held = ", ".join(f"{doc} {coverage[doc]}" for doc in DOC_TYPES if coverage.get(doc))
         return why + (f"; {chip.name} has here: {held} chunk(s)" if held else "")
 
     def _more_note(self, candidates: int, k: int) -> str:
@@ -314,19 +318,24 @@ class SearchEngine:
             raise SearchInputError(str(error)) from error
 
     def rank(
-        self, query: str, where: str | None, mode: str = "hybrid", *, doc_type: str | None = None
+        self,
+        query: str,
+        where: str | None,
+        mode: str = "hybrid",
+        *,
+        doc_type: str | None = None,
+        identifiers: Identifiers | None = None,
     ) -> list[dict[str, Any]]:
         """Every candidate within ``where``, best first: one retriever alone, or all of them fused.
 
-        ``doc_type`` is the caller's corpus filter, which some of the answer-kind votes read."""
+        ``doc_type`` is the caller's corpus filter, which some of the answer-kind votes read;
+        ``identifiers``: ``query_identifiers`` already looked up by the caller (looked up here if not)."""
         if mode == "fts":
             return self._scored(self.retrievers.fts(query, where), "fts", "_score", lambda s: s)
         vector = self.retrievers.vector(self.embedder.embed_query(query), where)
         if mode == "vector":
             return self._scored(vector, "vector", "_distance", lambda d: 1.0 - d)
-        symbols = query_symbols(query)
-        hits = self.retrievers.symbol_hits(symbols, where) if symbols else []
-        symbols = meant_symbols(symbols, hits)
+        symbols, hits = identifiers or self.query_identifiers(query, where)
         kind = fusion.query_kind(query, symbols)
         weights = fusion.LEG_WEIGHTS[kind]
         ranked = fusion.fuse_legs(
@@ -341,6 +350,13 @@ class SearchEngine:
             tiered = len(other_words) <= fusion.SYMBOL_LED_WORDS
             ranked = fusion.fuse_symbols(ranked, hits, CANDIDATE_POOL, tiered)
         return fusion.fuse_answer_kinds(ranked, query, kind, doc_type)
+
+    def query_identifiers(self, query: str, where: str | None) -> Identifiers:
+        """The identifiers the query means (``retrievers.meant_symbols``) and their symbol hits,
+        looked up once: the ranking and the answer's ``symbols_in_query`` read the same ones."""
+        symbols = query_symbols(query)
+        hits = self.retrievers.symbol_hits(symbols, where) if symbols else []
+        return meant_symbols(symbols, hits), hits
 
     @staticmethod
     def _scored(rows: list[dict[str, Any]], name: str, column: str, score: Any) -> list[dict[str, Any]]:

@@ -244,6 +244,8 @@ def test_a_camel_case_unit_or_name_no_symbol_matches_is_not_an_identifier(engine
     assert order("UART clock divider for a 40 kHz baud clock") == order(
         "UART clock divider for a 40 khz baud clock"
     )
+    answer = engine.search("UART_CLKDIV_REG for a 40 kHz baud clock", chip="esp32c3")
+    assert answer["symbols_in_query"] == ["UART_CLKDIV_REG"], "the answer reports what the ranking used"
     hit = ((0, 0, 0, 0), {"symbol_refs": ["UART_CLKDIV_REG", "xTaskCreate"]})
     assert meant_symbols(["kHz", "xTaskCreate", "UART_CLKDIV_REG", "NO_SUCH_REG"], [hit]) == [
         "xTaskCreate",
