@@ -57,10 +57,15 @@ def _src_rows() -> list[dict[str, Any]]:
     ]
 
 
+def _zero_vector_table(path: Path, rows: list[dict[str, Any]]) -> Any:
+    """A real table of ``rows`` in ``path`` with zero vectors: the register tool never reads them."""
+    rows = [{**row, "vector": [0.0] * 4, "windows": [[0.0] * 4]} for row in rows]
+    return lancedb.connect(path).create_table("chunks", rows, schema=arrow_schema(4))
+
+
 def _fixture_table(path: Path) -> Any:
     """A real table of the fixture rows in ``path``; a fresh one has no chip index built yet."""
-    rows = [{**row, "vector": [0.0] * 4, "windows": [[0.0] * 4]} for row in _trm_rows() + _src_rows()]
-    return lancedb.connect(path).create_table("chunks", rows, schema=arrow_schema(4))
+    return _zero_vector_table(path, _trm_rows() + _src_rows())
 
 
 @pytest.fixture(scope="module")
@@ -651,8 +656,7 @@ def test_a_pad_the_summary_lists_answers_from_the_block_that_spells_its_number_b
             chunk_index=0,
         ),
     ]
-    rows = [{**row, "vector": [0.0] * 4, "windows": [[0.0] * 4]} for row in rows]
-    table = lancedb.connect(tmp_path).create_table("chunks", rows, schema=arrow_schema(4))
+    table = _zero_vector_table(tmp_path, rows)
     pad = registers.lookup_register(table, "esp32", name="IO_MUX_GPIO5_REG")
     assert pad["documented_as"] == "IO_MUX_x_REG (x: 0-5, 32-33)" and pad["reset"] == "0x00000800"
     assert [f["name"] for f in pad["fields"]] == ["MCU_SEL", "FUN_DRV"]
@@ -701,8 +705,7 @@ def test_real_esp32c3_headers_give_absolute_addresses(tmp_path: Path) -> None:
     headers, _ = ingest_source.discover_headers(Path(idf))
     chosen = [h for h in headers if "/esp32c3/" in h.rel_path or len(h.chips) > 1]
     src = [row for h in chosen for row in ingest_source.header_rows(h, "v", "c").rows]
-    rows = [{**row, "vector": [0.0] * 4, "windows": [[0.0] * 4]} for row in _trm_rows() + src]
-    real = lancedb.connect(tmp_path).create_table("chunks", rows, schema=arrow_schema(4))
+    real = _zero_vector_table(tmp_path, _trm_rows() + src)
     answer = registers.lookup_register(real, "esp32c3", name="UART_CLKDIV_REG")
     assert answer["address_absolute"] == "0x60000014"
     assert answer["header_defines"][0]["file_path"] == "components/soc/esp32c3/register/soc/uart_reg.h"
@@ -743,8 +746,7 @@ def release_table(tmp_path_factory: pytest.TempPathFactory) -> Any:
     write_jsonl(work / "dev.jsonl", _release_src_rows(FIXTURES / "idf", DEV, None))
     write_jsonl(work / "v55.jsonl", _release_src_rows(old, V55, {"esp32c3"}))
     src = dedup_chunks.dedup([work / "dev.jsonl", work / "v55.jsonl"]).rows
-    rows = [{**row, "vector": [0.0] * 4, "windows": [[0.0] * 4]} for row in _trm_rows() + src]
-    return lancedb.connect(work / "store").create_table("chunks", rows, schema=arrow_schema(4))
+    return _zero_vector_table(work / "store", _trm_rows() + src)
 
 
 def test_compare_release_lists_the_field_changes_between_releases(release_table: Any) -> None:
@@ -909,8 +911,7 @@ def test_a_struct_headers_instances_come_from_the_answering_release(tmp_path: Pa
     write_jsonl(tmp_path / "dev.jsonl", _release_src_rows(FIXTURES / "idf", DEV, {"esp32h2"}))
     write_jsonl(tmp_path / "v55.jsonl", _release_src_rows(old, V55, {"esp32h2"}))
     src = dedup_chunks.dedup([tmp_path / "dev.jsonl", tmp_path / "v55.jsonl"]).rows
-    rows = [{**row, "vector": [0.0] * 4, "windows": [[0.0] * 4]} for row in src]
-    store = lancedb.connect(tmp_path / "store").create_table("chunks", rows, schema=arrow_schema(4))
+    store = _zero_vector_table(tmp_path / "store", src)
 
     answers = {
         release: registers.lookup_register(store, "esp32h2", name="I2C_CTR_REG", release=release)
