@@ -130,7 +130,7 @@ eval-reworded:
     uv run eval_retrieval.py eval/reworded_queries.jsonl --db {{db}} --via-mcp
     uv run eval_retrieval.py eval/reworded_check_queries.jsonl --db {{db}} --via-mcp
 
-# Questions in the dev set's style by independent writers (a check set, and a final set run only at the end of the seventh session).
+# Questions in the dev set's style by independent writers (a check set, and a final set run only after the seventh session's ranking changes).
 eval-devstyle:
     uv run eval_retrieval.py eval/devstyle_check_queries.jsonl --db {{db}} --via-mcp
     uv run eval_retrieval.py eval/devstyle_final_queries.jsonl --db {{db}} --via-mcp
