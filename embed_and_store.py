@@ -238,6 +238,10 @@ REGISTER_BLOCK = re.compile(
     r"(?P<head>[^\n]*\n\n?Register \S+[^\n]*)\nAddress: [^\n]*\n(?:Reset value: [^\n]*\n)?"
     r"(?P<summary>Summary: [^\n]*\n)?"
 )
+# A register block's field bullet with a description: "- NAME [hi:lo] (R/W) reset 0x0: what it does".
+FIELD_LINE = re.compile(
+    r"^- (?P<name>\S+) \[[^\]\n]*\](?: \([^)\n]*\))?(?: reset [^:\n]*)?: (?P<description>.+)$", re.MULTILINE
+)
 
 
 def embedding_texts(row: dict[str, Any]) -> list[str]:
@@ -251,8 +255,28 @@ def embedding_texts(row: dict[str, Any]) -> list[str]:
     if register is not None:
         # a register's later fields, each window led by the register's name and summary
         heading = register.group("head") + "\n" + (register.group("summary") or "").strip()
-        return [text, *window_texts(text, heading=heading.rstrip())]
+        windows = window_texts(text, heading=heading.rstrip())
+        return [text, *windows, *(field for field in field_texts(register) if field not in windows)]
     return [text]
+
+
+def field_texts(register: re.Match[str]) -> list[str]:
+    """One text per described field of a register block, led by its chapter, name and summary.
+
+    A question about what one field does ("which bit configures the I2C controller as master or
+    slave") is one sentence of a 20-field block: the block's own vector and its 100-word windows
+    dilute that sentence with its neighbours', so the dense leg ranked a sibling register first.
+    """
+    head = register.group("head").split("\n")
+    lead = f"{head[0].split(' > ')[0]} register {head[-1].removeprefix('Register ')}"
+    summary = (register.group("summary") or "").removeprefix("Summary: ").strip()
+    if summary:
+        lead += f": {summary}"
+    return [
+        f"{lead}\nField {field['name']}: {field['description']}"
+        for field in FIELD_LINE.finditer(register.string)
+        if field["name"] != "(reserved)"
+    ]
 
 
 def window_texts(text: str, heading: str | None = None) -> list[str]:

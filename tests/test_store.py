@@ -671,11 +671,31 @@ def test_register_blocks_get_windows_over_their_later_fields_led_by_name_and_sum
         f"Summary: Configuration register 0\nFields:\n{fields}"
     )
     texts = embedding_texts({"doc_type": "trm", "file_path": "ESP32-C3/10-UART__EN", "text": text})
-    assert texts[0] == text and len(texts) > 2
+    windows = [w for w in texts[1:] if w.startswith("UART > Registers\n\n")]
+    assert texts[0] == text and len(windows) > 1
     assert all(
         w.startswith("UART > Registers\n\nRegister UART_CONF0_REG\nSummary: Configuration register 0\n")
-        for w in texts[1:]
+        for w in windows
     )
-    assert "UART_F39" in texts[-1], "the last field is in a window"
+    assert "UART_F39" in windows[-1], "the last field is in a window"
+    assert len(texts) == 1 + len(windows) + 40, "then one text per field"
     prose = {"doc_type": "trm", "file_path": "ESP32-C3/10-UART__EN", "text": "UART > Overview\n" + fields}
     assert embedding_texts(prose) == [prose["text"]], "TRM prose is not windowed"
+
+
+def test_register_blocks_get_one_text_per_described_field() -> None:
+    text = (
+        "I2C Controller (I2C) > Registers\n\nRegister I2C_CTR_REG\nAddress: 0x0004\nReset value: 0x0000020B\n"
+        "Summary: Transmission configuration register\nFields:\n"
+        "- (reserved) [31:15] reset 0x0\n"
+        "- I2C_CONF_UPGATE [11] (WT) reset 0x0\n"
+        "- I2C_MS_MODE [4] (R/W) reset 0x0: Set this bit to configure the I2C controller as an I2C Master.\n"
+        "- I2C_SDA_FORCE_OUT [0] (R/W) reset 0x1: Configures the SDA output mode."
+    )
+    texts = embedding_texts({"doc_type": "trm", "file_path": "ESP32-C3/01-I2C__EN", "text": text})
+    lead = "I2C Controller (I2C) register I2C_CTR_REG: Transmission configuration register\n"
+    assert texts == [
+        text,
+        lead + "Field I2C_MS_MODE: Set this bit to configure the I2C controller as an I2C Master.",
+        lead + "Field I2C_SDA_FORCE_OUT: Configures the SDA output mode.",
+    ], "reserved bits and a field without a description get none; a bare line never takes the next's"
