@@ -74,6 +74,17 @@ def by_score(ranked: RankedList) -> RankedList:
     return sorted(ranked, key=lambda row: -row["score"])
 
 
+def asks_register(query: str) -> bool:
+    """A question about a register, address, offset, bit, field or reset value; not one that counts
+    in bits without naming any of the others ("maximum LEDC timer bit width", "what operand bit
+    lengths does the RSA accelerator support"): that asks for a capability, and the register vote
+    sent the register blocks that merely hold such fields above the line or feature list that
+    states the width."""
+    if REGISTER_NAMED.search(query):
+        return True
+    return bool(REGISTER_INTENT.search(query)) and not CAPABILITY_INTENT.search(query)
+
+
 def asks_capability(query: str, kind: str) -> bool:
     """A capability question, also when it counts in bits ("maximum timer resolution in bits"): the
     kinds are exclusive, and "bits" made it a register question that the capability vote skipped."""
@@ -404,15 +415,59 @@ def fuse_pin_lists(ranked: RankedList) -> RankedList:
     return vote_for(ranked, lambda row: len(set(_GPIO_NUMBER.findall(row["text"]))) >= PINS_NAMED)
 
 
+# "TWAI bus timing register 0", "error record register 0 for BLOCK1-10": sibling registers differ
+# by an instance number (TIMING_0 / TIMING_1, ERR0 / ERR1) that every list scores alike, because
+# their descriptions differ by that one digit too. A standalone number in the question that is no
+# quantity (not "32 kHz", "16 bits", "30 seconds") is matched against the instance numbers of the
+# names a passage defines (a name part's trailing digits: ERR0, TIMING_0, CH1; not the 2 of I2C).
+_UNITS = r"(?:bits?|bytes?|[kmg]?hz|ms|us|ns|seconds?|s|v|mv|ma|words?|kb|mb|times|px)"
+QUERY_NUMBER = re.compile(rf"(?<![\w.\-])(\d{{1,2}})(?![\w.])(?!\s*(?:{_UNITS}\b|%))", re.IGNORECASE)
+_INSTANCE = re.compile(r"(?:^|[A-Za-z])(\d+)$")
+
+
+def instance_numbers(text: str) -> set[int]:
+    """The instance numbers of the register and field names a passage defines."""
+    numbers = set()
+    for match in DEFINED_NAME.finditer(text):
+        name = next(group for group in match.groups() if group)
+        for part in name.split("_"):
+            if (digits := _INSTANCE.search(part)) is not None:
+                numbers.add(int(digits.group(1)))
+    return numbers
+
+
+def fuse_instance_numbers(ranked: RankedList, query: str) -> RankedList:
+    """One more reciprocal-rank vote, for a register question that gives an instance number, for the
+    register-defining passages whose names carry that number."""
+    wanted = {int(number) for number in QUERY_NUMBER.findall(query)}
+    if not wanted:
+        return ranked
+    return vote_for(
+        ranked,
+        lambda row: bool(REGISTER_DEFINITION.search(row["text"]) and instance_numbers(row["text"]) & wanted),
+    )
+
+
+# In ESP-IDF's words an "option" is a Kconfig option ("esp_timer callback task stack size option"):
+# the guide prose that mentions the same setting matches the question's other words as well.
+OPTION_INTENT = re.compile(r"\boptions?\b", re.IGNORECASE)
+KCONFIG_REFERENCE = "api-reference/kconfig-reference"
+
+
+def fuse_kconfig_options(ranked: RankedList) -> RankedList:
+    """One more reciprocal-rank vote for Kconfig option passages, for a question about an option."""
+    return vote_for(ranked, lambda row: row["file_path"].startswith(KCONFIG_REFERENCE))
+
+
 def fuse_answer_kinds(ranked: RankedList, query: str, kind: str, doc_type: str | None) -> RankedList:
     """Every vote for the passages that hold the kind of answer the question asks for, in order.
 
     ``doc_type`` is the caller's corpus filter: within the manuals or the headers, a question about
     configuring the hardware or its defaults is a question about register fields; the headers'
     capability lines have a vote of their own, so counts are voted for outside them."""
-    asks_register = bool(REGISTER_INTENT.search(query))
+    register_question = asks_register(query)
     asks_field = doc_type in ("trm", "src") and bool(FIELD_INTENT.search(query))
-    if asks_register or asks_field:
+    if register_question or asks_field:
         ranked = fuse_register_definitions(ranked)
     # the headers hold registers and capabilities: a question there that names no register or
     # field ("bit resolution of the DAC", "longest wake-up sequence the UART matches") asks for one
@@ -422,10 +477,13 @@ def fuse_answer_kinds(ranked: RankedList, query: str, kind: str, doc_type: str |
         ranked = fuse_capability_definitions(ranked)
     if doc_type == "trm" and counts and not names_register:
         ranked = fuse_feature_lists(ranked)
-    if asks_register or asks_field:
+    if register_question or asks_field:
         ranked = fuse_register_names(ranked, query)
-    if API_INTENT.search(query) and (doc_type == "idf" or not asks_register):
+        ranked = fuse_instance_numbers(ranked, query)
+    if API_INTENT.search(query) and (doc_type == "idf" or not register_question):
         ranked = fuse_api_reference(ranked, query)
+    if OPTION_INTENT.search(query) and (doc_type == "idf" or (doc_type is None and not register_question)):
+        ranked = fuse_kconfig_options(ranked)
     if DEFAULT_INTENT.search(query):
         ranked = fuse_default_statements(ranked)
     if CAPABILITY_INTENT.search(query) and doc_type != "src":

@@ -523,6 +523,54 @@ def test_a_capability_question_in_a_manual_votes_for_the_chapters_feature_list()
     assert _kind_order([detail, features], "MIPI CSI register with the number of data lanes", "trm") == [1, 2]
 
 
+def test_a_question_that_counts_in_bits_without_naming_a_register_is_no_register_question() -> None:
+    register = {
+        "text": "LEDC > Registers\n\nRegister LEDC_TIMER0_CONF_REG\nAddress: 0x00A0\n- LEDC_DUTY_RES [4:0]",
+        "section_path": "LEDC > Registers",
+        "file_path": "ESP32-C6/38-LEDC__EN",
+    }
+    features = {
+        "text": "- Duty resolution up to 20 bits",
+        "section_path": "LED PWM Controller > Features",
+        "file_path": "ESP32-C6/38-LEDC__EN",
+    }
+    question = "maximum LEDC timer bit width (duty resolution)"
+    assert not fusion.asks_register(question) and fusion.asks_register("LEDC timer resolution field width")
+    assert _kind_order([register, features], question, "trm") == [2, 1]
+    assert _kind_order([register, features], "which bit sets the LEDC timer duty resolution", "trm") == [1, 2]
+
+
+def test_a_register_question_with_an_instance_number_votes_for_names_carrying_it() -> None:
+    def block(name: str) -> dict:
+        return {
+            "text": f"TWAI > Registers\n\nRegister {name}\nAddress: 0x0018",
+            "section_path": "TWAI > Registers",
+        }
+
+    one, zero = block("TWAI_BUS_TIMING_1_REG"), block("TWAI_BUS_TIMING_0_REG")
+    assert _kind_order([one, zero], "TWAI bus timing register 0 address", "trm") == [2, 1]
+    assert _kind_order([one, zero], "TWAI bus timing register address", "trm") == [1, 2]
+    # quantities are no instance numbers, nor is the 2 of I2C
+    assert _kind_order([one, zero], "bus timing register for a 16 bit prescaler at 80 MHz", "trm") == [1, 2]
+    assert fusion.instance_numbers(block("I2C_SCL_LOW_PERIOD_REG")["text"]) == set()
+    assert fusion.instance_numbers("Register EFUSE_RD_RS_ERR0_REG\n- EFUSE_BLK1_ERR_NUM [2:0]") == {0, 1}
+
+
+def test_a_question_about_an_option_votes_for_kconfig_options() -> None:
+    guide = {
+        "text": "The esp_timer task runs the callbacks.",
+        "file_path": "api-reference/system/esp_timer",
+        "section_path": "ESP Timer > Usage",
+    }
+    option = {
+        "text": "CONFIG_ESP_TIMER_TASK_STACK_SIZE\nConfigure the stack size of the esp_timer task.",
+        "file_path": "api-reference/kconfig-reference",
+        "section_path": "Configuration Options Reference > ESP Timer > CONFIG_ESP_TIMER_TASK_STACK_SIZE",
+    }
+    assert _kind_order([guide, option], "esp_timer callback task stack size option", "idf") == [2, 1]
+    assert _kind_order([guide, option], "esp_timer callback task stack size", "idf") == [1, 2]
+
+
 def test_a_question_about_a_default_votes_for_passages_that_state_one() -> None:
     guide = {
         "_rowid": 1,
@@ -663,7 +711,9 @@ def test_configuring_questions_count_as_register_questions_only_within_manuals_a
             continue
         # the register-definition vote (1/(60 + position)) plus the name vote
         name_vote = fusion.NAME_VOTE_WEIGHT * fusion.name_coverage(row["text"], words)
-        assert 1 / (fusion.RRF_K + len(defining)) <= gained - name_vote <= 1 / (fusion.RRF_K + 1) + 1e-12
+        assert (
+            1 / (fusion.RRF_K + len(defining)) - 1e-12 <= gained - name_vote <= 1 / (fusion.RRF_K + 1) + 1e-12
+        )
 
 
 def test_excerpt_keeps_a_register_blocks_head_and_the_line_the_question_is_about() -> None:
