@@ -93,9 +93,27 @@ def asks_capability(query: str, kind: str) -> bool:
     return kind == "register" and bool(CAPABILITY_INTENT.search(query)) and not REGISTER_NAMED.search(query)
 
 
-def query_kind(query: str, symbols: list[str]) -> str:
-    """symbol, register, capability or prose: the first that applies, in that order."""
-    if symbols:
+# A question of more content words than this besides its identifiers is about something else than
+# the identifier's definition ("priority of the task that runs app_main"): its symbol hits then vote
+# like any other list instead of leading by tier.
+SYMBOL_LED_WORDS = 2
+
+
+def symbol_led(symbols: list[str], words: list[str]) -> bool:
+    """Whether the question is a lookup of its identifiers: it names some and says at most
+    ``SYMBOL_LED_WORDS`` other words (``words``: its content words)."""
+    named = {symbol.lower() for symbol in symbols}
+    return bool(symbols) and len([word for word in words if word not in named]) <= SYMBOL_LED_WORDS
+
+
+def query_kind(query: str, led_by_symbols: bool) -> str:
+    """symbol, register, capability or prose: the first that applies, in that order.
+
+    Only a lookup of identifiers is a symbol question. A sentence that merely names one ("skip
+    periodic esp_timer callbacks missed during light sleep") is asked in its words: weighted as a
+    symbol question, full text counted half of what it counts for prose, and the guide both lists
+    held first fell to 8th under passages that mention the identifier."""
+    if led_by_symbols:
         return "symbol"
     if REGISTER_INTENT.search(query):
         return "register"
@@ -156,12 +174,6 @@ def vote_for(
     for position, row in enumerate((row for row in ranked if holds_answer(row)), 1):
         row["score"] += weight / (RRF_K + position)
     return by_score(ranked)
-
-
-# A question of more content words than this besides its identifiers is about something else than
-# the identifier's definition ("priority of the task that runs app_main"): its symbol hits then vote
-# like any other list instead of leading by tier.
-SYMBOL_LED_WORDS = 2
 
 
 def fuse_symbols(

@@ -336,7 +336,8 @@ class SearchEngine:
         if mode == "vector":
             return self._scored(vector, "vector", "_distance", lambda d: 1.0 - d)
         symbols, hits = identifiers or self.query_identifiers(query, where)
-        kind = fusion.query_kind(query, symbols)
+        led_by_symbols = fusion.symbol_led(symbols, query_terms(query))
+        kind = fusion.query_kind(query, led_by_symbols)
         weights = fusion.LEG_WEIGHTS[kind]
         ranked = fusion.fuse_legs(
             [
@@ -345,10 +346,7 @@ class SearchEngine:
             ]
         )
         if symbols:
-            named = {symbol.lower() for symbol in symbols}
-            other_words = [w for w in query_terms(query) if w not in named]
-            tiered = len(other_words) <= fusion.SYMBOL_LED_WORDS
-            ranked = fusion.fuse_symbols(ranked, hits, CANDIDATE_POOL, tiered)
+            ranked = fusion.fuse_symbols(ranked, hits, CANDIDATE_POOL, tiered=led_by_symbols)
         return fusion.fuse_answer_kinds(ranked, query, kind, doc_type)
 
     def query_identifiers(self, query: str, where: str | None) -> Identifiers:

@@ -10,7 +10,7 @@ import pytest
 import embed_and_store
 import fusion
 from embedder import get_embedder
-from results import VARIANT_NOTE_CHARS, excerpt, fold_chip_variants, revision_scope, variant_note
+from results import VARIANT_NOTE_CHARS, excerpt, fold_chip_variants, query_terms, revision_scope, variant_note
 from retrievers import definition_strength, meant_symbols, query_symbols, symbol_pattern
 from search import MAX_K, SearchEngine, SearchInputError, open_engine
 
@@ -400,11 +400,22 @@ def test_a_chunk_whose_own_section_is_the_symbol_defines_it() -> None:
 
 
 def test_questions_are_classified_for_their_leg_weights() -> None:
-    assert fusion.query_kind("UART_CLKDIV_REG", ["UART_CLKDIV_REG"]) == "symbol"
-    assert fusion.query_kind("which register holds the baud divider", []) == "register"
-    assert fusion.query_kind("how many RMT channels does it have", []) == "capability"
-    assert fusion.query_kind("keep a variable across deep sleep", []) == "prose"
+    assert fusion.query_kind("UART_CLKDIV_REG", True) == "symbol"
+    assert fusion.query_kind("which register holds the baud divider", False) == "register"
+    assert fusion.query_kind("how many RMT channels does it have", False) == "capability"
+    assert fusion.query_kind("keep a variable across deep sleep", False) == "prose"
     assert set(fusion.LEG_WEIGHTS) == set(fusion.QUERY_KINDS)
+
+
+def test_only_a_lookup_of_identifiers_is_a_symbol_question() -> None:
+    lookup = "UART_CLKDIV_REG address"
+    assert fusion.symbol_led(["UART_CLKDIV_REG"], query_terms(lookup))
+    sentence = "skip periodic esp_timer callbacks that were missed during light sleep"
+    assert not fusion.symbol_led(["esp_timer"], query_terms(sentence))
+    assert not fusion.symbol_led([], query_terms(lookup))
+    # the sentence is weighted by what its words ask, as it would be without the identifier
+    assert fusion.query_kind(sentence, fusion.symbol_led(["esp_timer"], query_terms(sentence))) == "prose"
+    assert fusion.LEG_WEIGHTS["prose"].fts > fusion.LEG_WEIGHTS["symbol"].fts
 
 
 @pytest.mark.parametrize(
@@ -418,7 +429,7 @@ def test_questions_are_classified_for_their_leg_weights() -> None:
     ],
 )
 def test_capability_questions_also_count_in_bits(query: str, asks: bool) -> None:
-    assert fusion.asks_capability(query, fusion.query_kind(query, [])) is asks
+    assert fusion.asks_capability(query, fusion.query_kind(query, False)) is asks
 
 
 def _cosine(row: dict) -> float:
@@ -474,7 +485,7 @@ def _kind_order(passages: list[dict], question: str, doc_type: str) -> list[int]
     """The order the answer-kind votes give passages fused in the order given (ids 1, 2, ...; each
     fused score 0.01 below the one before)."""
     ranked = [{**p, "_rowid": n, "score": 0.04 - 0.01 * n} for n, p in enumerate(passages, 1)]
-    kind = fusion.query_kind(question, [])
+    kind = fusion.query_kind(question, False)
     return [row["_rowid"] for row in fusion.fuse_answer_kinds(ranked, question, kind, doc_type)]
 
 
@@ -497,7 +508,7 @@ def test_within_the_headers_a_question_naming_no_register_asks_for_a_capability(
         "file_path": "components/soc/esp32c61/include/soc/soc_caps.h",
     }
     question = "longest character sequence the UART can match to wake the chip from light sleep"
-    assert not fusion.asks_capability(question, fusion.query_kind(question, []))  # the headers decide it
+    assert not fusion.asks_capability(question, fusion.query_kind(question, False))  # the headers decide it
     assert _kind_order([struct, caps], question, "src") == [2, 1]
     assert _kind_order([struct, caps], question, "idf") == [1, 2]
     assert _kind_order([struct, caps], "register holding the UART wake-up character sequence", "src") == [
