@@ -36,6 +36,7 @@ from tqdm import tqdm
 
 from chip_vocab import DOC_TYPES, validate_doc_type
 from provenance import UNKNOWN, Provenance, source_provenance
+from registers import parse_register_block
 from releases import split_source
 from schema import CHUNK_FIELDS, WINDOWS_COLUMN, arrow_schema, content_hash, read_jsonl, validate_row
 
@@ -238,10 +239,6 @@ REGISTER_BLOCK = re.compile(
     r"(?P<head>[^\n]*\n\n?Register \S+[^\n]*)\nAddress: [^\n]*\n(?:Reset value: [^\n]*\n)?"
     r"(?P<summary>Summary: [^\n]*\n)?"
 )
-# A register block's field bullet with a description: "- NAME [hi:lo] (R/W) reset 0x0: what it does".
-FIELD_LINE = re.compile(
-    r"^- (?P<name>\S+) \[[^\]\n]*\](?: \([^)\n]*\))?(?: reset [^:\n]*)?: (?P<description>.+)$", re.MULTILINE
-)
 
 
 def embedding_texts(row: dict[str, Any]) -> list[str]:
@@ -256,7 +253,7 @@ def embedding_texts(row: dict[str, Any]) -> list[str]:
         # a register's later fields, each window led by the register's name and summary
         heading = register.group("head") + "\n" + (register.group("summary") or "").strip()
         windows = window_texts(text, heading=heading.rstrip())
-        return [text, *windows, *(field for field in field_texts(register) if field not in windows)]
+        return [text, *windows, *field_texts(register)]
     return [text]
 
 
@@ -269,13 +266,13 @@ def field_texts(register: re.Match[str]) -> list[str]:
     """
     head = register.group("head").split("\n")
     lead = f"{head[0].split(' > ')[0]} register {head[-1].removeprefix('Register ')}"
-    summary = (register.group("summary") or "").removeprefix("Summary: ").strip()
-    if summary:
-        lead += f": {summary}"
+    block = parse_register_block(register.string[register.start("head") + len(head[0]) :])
+    if block.get("summary"):
+        lead += f": {block['summary']}"
     return [
         f"{lead}\nField {field['name']}: {field['description']}"
-        for field in FIELD_LINE.finditer(register.string)
-        if field["name"] != "(reserved)"
+        for field in block["fields"]
+        if field["description"] and field["name"] != "(reserved)"
     ]
 
 
