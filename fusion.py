@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lexicon import is_abbreviation, name_parts, stem
-from results import STOPWORDS
+from results import STOPWORDS, query_terms
 
 RRF_K = 60
 # The symbol retriever ranks hits with a line defining the symbol in tiers (exact name before a
@@ -99,11 +99,13 @@ def asks_capability(query: str, kind: str) -> bool:
 SYMBOL_LED_WORDS = 2
 
 
-def symbol_led(symbols: list[str], words: list[str]) -> bool:
-    """Whether the question is a lookup of its identifiers: it names some and says at most
-    ``SYMBOL_LED_WORDS`` other words (``words``: its content words)."""
+def symbol_led(query: str, symbols: list[str]) -> bool:
+    """Whether the question is a lookup of the identifiers it names (``symbols``): it says at most
+    ``SYMBOL_LED_WORDS`` other content words."""
+    if not symbols:
+        return False
     named = {symbol.lower() for symbol in symbols}
-    return bool(symbols) and len([word for word in words if word not in named]) <= SYMBOL_LED_WORDS
+    return len([word for word in query_terms(query) if word not in named]) <= SYMBOL_LED_WORDS
 
 
 def query_kind(query: str, led_by_symbols: bool) -> str:

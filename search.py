@@ -336,7 +336,7 @@ class SearchEngine:
         if mode == "vector":
             return self._scored(vector, "vector", "_distance", lambda d: 1.0 - d)
         symbols, hits = identifiers or self.query_identifiers(query, where)
-        led_by_symbols = fusion.symbol_led(symbols, query_terms(query))
+        led_by_symbols = fusion.symbol_led(query, symbols)
         kind = fusion.query_kind(query, led_by_symbols)
         weights = fusion.LEG_WEIGHTS[kind]
         ranked = fusion.fuse_legs(

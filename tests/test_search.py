@@ -10,7 +10,7 @@ import pytest
 import embed_and_store
 import fusion
 from embedder import get_embedder
-from results import VARIANT_NOTE_CHARS, excerpt, fold_chip_variants, query_terms, revision_scope, variant_note
+from results import VARIANT_NOTE_CHARS, excerpt, fold_chip_variants, revision_scope, variant_note
 from retrievers import definition_strength, meant_symbols, query_symbols, symbol_pattern
 from search import MAX_K, SearchEngine, SearchInputError, open_engine
 
@@ -409,12 +409,12 @@ def test_questions_are_classified_for_their_leg_weights() -> None:
 
 def test_only_a_lookup_of_identifiers_is_a_symbol_question() -> None:
     lookup = "UART_CLKDIV_REG address"
-    assert fusion.symbol_led(["UART_CLKDIV_REG"], query_terms(lookup))
+    assert fusion.symbol_led(lookup, ["UART_CLKDIV_REG"])
     sentence = "skip periodic esp_timer callbacks that were missed during light sleep"
-    assert not fusion.symbol_led(["esp_timer"], query_terms(sentence))
-    assert not fusion.symbol_led([], query_terms(lookup))
+    assert not fusion.symbol_led(sentence, ["esp_timer"])
+    assert not fusion.symbol_led(lookup, [])
     # the sentence is weighted by what its words ask, as it would be without the identifier
-    assert fusion.query_kind(sentence, fusion.symbol_led(["esp_timer"], query_terms(sentence))) == "prose"
+    assert fusion.query_kind(sentence, fusion.symbol_led(sentence, ["esp_timer"])) == "prose"
     assert fusion.LEG_WEIGHTS["prose"].fts > fusion.LEG_WEIGHTS["symbol"].fts
 
 
