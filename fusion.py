@@ -85,14 +85,6 @@ def asks_register(query: str) -> bool:
     return bool(REGISTER_INTENT.search(query)) and not CAPABILITY_INTENT.search(query)
 
 
-def asks_capability(query: str, kind: str) -> bool:
-    """A capability question, also when it counts in bits ("maximum timer resolution in bits"): the
-    kinds are exclusive, and "bits" made it a register question that the capability vote skipped."""
-    if kind == "capability":
-        return True
-    return kind == "register" and bool(CAPABILITY_INTENT.search(query)) and not REGISTER_NAMED.search(query)
-
-
 # A question of more content words than this besides its identifiers is about something else than
 # the identifier's definition ("priority of the task that runs app_main"): its symbol hits then vote
 # like any other list instead of leading by tier.
@@ -109,7 +101,8 @@ def symbol_led(query: str, symbols: list[str]) -> bool:
 
 
 def query_kind(query: str, led_by_symbols: bool) -> str:
-    """symbol, register, capability or prose: the first that applies, in that order.
+    """symbol, register (``asks_register``: one that counts in bits is a capability question),
+    capability or prose: the first that applies, in that order.
 
     Only a lookup of identifiers is a symbol question. A sentence that merely names one ("skip
     periodic esp_timer callbacks missed during light sleep") is asked in its words: weighted as a
@@ -117,7 +110,7 @@ def query_kind(query: str, led_by_symbols: bool) -> str:
     held first fell to 8th under passages that mention the identifier."""
     if led_by_symbols:
         return "symbol"
-    if REGISTER_INTENT.search(query):
+    if asks_register(query):
         return "register"
     if CAPABILITY_INTENT.search(query):
         return "capability"
@@ -486,7 +479,7 @@ def fuse_answer_kinds(ranked: RankedList, query: str, kind: str, doc_type: str |
     # the headers hold registers and capabilities: a question there that names no register or
     # field ("bit resolution of the DAC", "longest wake-up sequence the UART matches") asks for one
     names_register = bool(REGISTER_NAMED.search(query))
-    counts = asks_capability(query, kind)
+    counts = kind == "capability"
     if counts or (doc_type == "src" and not names_register and not asks_field):
         ranked = fuse_capability_definitions(ranked)
     if doc_type == "trm" and counts and not names_register:

@@ -429,7 +429,8 @@ def test_only_a_lookup_of_identifiers_is_a_symbol_question() -> None:
     ],
 )
 def test_capability_questions_also_count_in_bits(query: str, asks: bool) -> None:
-    assert fusion.asks_capability(query, fusion.query_kind(query, False)) is asks
+    assert (fusion.query_kind(query, False) == "capability") is asks
+    assert fusion.asks_register(query) is not asks
 
 
 def _cosine(row: dict) -> float:
@@ -508,7 +509,7 @@ def test_within_the_headers_a_question_naming_no_register_asks_for_a_capability(
         "file_path": "components/soc/esp32c61/include/soc/soc_caps.h",
     }
     question = "longest character sequence the UART can match to wake the chip from light sleep"
-    assert not fusion.asks_capability(question, fusion.query_kind(question, False))  # the headers decide it
+    assert fusion.query_kind(question, False) == "prose"  # the headers decide it
     assert _kind_order([struct, caps], question, "src") == [2, 1]
     assert _kind_order([struct, caps], question, "idf") == [1, 2]
     assert _kind_order([struct, caps], "register holding the UART wake-up character sequence", "src") == [
