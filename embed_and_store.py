@@ -252,8 +252,7 @@ def embedding_texts(row: dict[str, Any]) -> list[str]:
     if register is not None:
         # a register's later fields, each window led by the register's name and summary
         heading = register.group("head") + "\n" + (register.group("summary") or "").strip()
-        windows = window_texts(text, heading=heading.rstrip())
-        return [text, *windows, *field_texts(register)]
+        return [text, *window_texts(text, heading=heading.rstrip()), *field_texts(register)]
     return [text]
 
 
@@ -266,7 +265,7 @@ def field_texts(register: re.Match[str]) -> list[str]:
     """
     head = register.group("head").split("\n")
     lead = f"{head[0].split(' > ')[0]} register {head[-1].removeprefix('Register ')}"
-    block = parse_register_block(register.string[register.start("head") + len(head[0]) :])
+    block = parse_register_block(register.string.partition("\n")[2])  # past the chapter heading
     if block.get("summary"):
         lead += f": {block['summary']}"
     return [
