@@ -347,7 +347,8 @@ class SearchEngine:
         )
         if symbols:
             ranked = fusion.fuse_symbols(ranked, hits, CANDIDATE_POOL, tiered=led_by_symbols)
-        return fusion.fuse_answer_kinds(ranked, query, kind, doc_type)
+        ranked = fusion.fuse_answer_kinds(ranked, query, kind, doc_type)
+        return fusion.fuse_word_spans(ranked, query)
 
     def query_identifiers(self, query: str, where: str | None) -> Identifiers:
         """The identifiers the query means (``retrievers.meant_symbols``) and their symbol hits,

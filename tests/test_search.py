@@ -673,6 +673,45 @@ def test_register_names_the_question_spells_out_lift_their_block_above_siblings(
     assert [row["_rowid"] for row in ranked] == [2, 1, 3], "prose gets no name vote"
 
 
+def test_densest_span_counts_distinct_question_words_said_close_together() -> None:
+    wanted = set(fusion.QuestionWords("free entries left, NVS partition").stems)
+    said = "nvs_get_stats: fill a structure with the number of used and free entries in the partition."
+    assert fusion.densest_span(said, wanted) == 3, (
+        "free, entries, partition (nvs is too far back); plurals fold"
+    )
+    apart = " ".join(["free", *["filler"] * fusion.SPAN_WORDS, "entries", "on", "the", "partition"])
+    assert fusion.densest_span(apart, wanted) == 2, "only neighbours share a span"
+    assert fusion.densest_span("free free free", wanted) == 1, "a repeated word counts once"
+    assert fusion.densest_span("", wanted) == 0
+
+
+def test_a_passage_that_says_the_question_in_one_span_leads_its_scattered_sibling() -> None:
+    query = "how many free entries are left in the NVS partition"
+    scattered = (
+        "Non-Volatile Storage > API Reference > Functions\n\nesp_err_t nvs_open(): open a partition.\n"
+        + "Parameters: the name of the namespace, a handle to fill.\n" * 3
+        + "esp_err_t nvs_erase_all(): erase every entry that is left.\n"
+        + "Parameters: a handle of a namespace opened before.\n" * 3
+        + "esp_err_t nvs_get_used(): how many bytes are free."
+    )
+    stated = "esp_err_t nvs_get_stats(): the number of used, free and total entries left in the partition."
+    rows = [
+        {"_rowid": 1, "text": scattered, "score": 0.040},
+        {"_rowid": 2, "text": stated, "score": 0.038},
+    ]
+    assert [row["_rowid"] for row in fusion.fuse_word_spans(rows, query)] == [2, 1]
+    # a question of one content word has no span to look for: the order stays
+    tied = [{**rows[0], "score": 0.040}, {**rows[1], "score": 0.038}]
+    assert [row["_rowid"] for row in fusion.fuse_word_spans(tied, "NVS")] == [1, 2]
+    # rows below the first SPAN_CANDIDATES are not read
+    tail = [
+        {"_rowid": 10 + i, "text": "filler", "score": 0.05 - i * 1e-4} for i in range(fusion.SPAN_CANDIDATES)
+    ]
+    late = {"_rowid": 99, "text": stated, "score": 0.0}
+    ranked = fusion.fuse_word_spans([*tail, late], query)
+    assert ranked[-1]["_rowid"] == 99 and ranked[-1]["score"] == 0.0
+
+
 def test_struct_and_config_questions_vote_for_the_api_reference() -> None:
     guide = {
         "_rowid": 1,
