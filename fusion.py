@@ -468,6 +468,26 @@ def fuse_kconfig_options(ranked: RankedList) -> RankedList:
     return vote_for(ranked, lambda row: row["file_path"].startswith(KCONFIG_REFERENCE))
 
 
+# A question asked for an explanation, yes or no ("can ADC2 be used in oneshot mode", "are task stack
+# sizes given in bytes or words"), why, what happens, or how do I, is answered by the guide that
+# explains the behaviour; a Kconfig option's help names the switch in the same few words and ranked
+# above it. Half a vote, in fused order, for every passage but the options: their order among
+# themselves stays, the options fall behind near-ties.
+EXPLANATION_INTENT = re.compile(
+    r"^(?:can|could|is|are|does|do|did|why|will|should)\b|\bwhat happens\b|^how (?:do|can|should) i\b",
+    re.IGNORECASE,
+)
+EXPLANATION_VOTE_WEIGHT = 0.5
+
+
+def fuse_explanations(ranked: RankedList) -> RankedList:
+    """Half a reciprocal-rank vote for the passages that are no Kconfig option, for a question that
+    asks for an explanation."""
+    return vote_for(
+        ranked, lambda row: not row["file_path"].startswith(KCONFIG_REFERENCE), EXPLANATION_VOTE_WEIGHT
+    )
+
+
 def fuse_answer_kinds(ranked: RankedList, query: str, kind: str, doc_type: str | None) -> RankedList:
     """Every vote for the passages that hold the kind of answer the question asks for, in order.
 
@@ -499,6 +519,8 @@ def fuse_answer_kinds(ranked: RankedList, query: str, kind: str, doc_type: str |
         ranked = fuse_counted_nouns(ranked, query)
     if PIN_INTENT.search(query):
         ranked = fuse_pin_lists(ranked)
+    if EXPLANATION_INTENT.search(query.strip()) and doc_type in ("idf", None):
+        ranked = fuse_explanations(ranked)
     return ranked
 
 

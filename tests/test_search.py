@@ -712,6 +712,41 @@ def test_a_passage_that_says_the_question_in_one_span_leads_its_scattered_siblin
     assert ranked[-1]["_rowid"] == 99 and ranked[-1]["score"] == 0.0
 
 
+def test_explanation_questions_put_the_guide_above_a_kconfig_option_that_names_the_switch() -> None:
+    option = {
+        "_rowid": 1,
+        "file_path": "api-reference/kconfig-reference",
+        "text": "CONFIG_ADC_ONESHOT_FORCE_USE_ADC2_ON_C3\n\nForce use ADC2 oneshot mode on ESP32C3",
+        "score": 0.040,
+    }
+    guide = {
+        "_rowid": 2,
+        "file_path": "api-reference/peripherals/adc/adc_oneshot",
+        "text": "Hardware Limitations\n\nADC2 oneshot mode is no longer supported on ESP32-C3.",
+        "score": 0.038,
+    }
+    api = {"_rowid": 3, "file_path": "api-reference/peripherals/adc/adc_oneshot", "text": "", "score": 0.030}
+    for question in (
+        "can ADC2 be used in oneshot mode",
+        "are task stack sizes given in bytes or words",
+        "with app rollback enabled, what happens if the new firmware reboots",
+        "how do I put zero-initialized static variables in PSRAM",
+    ):
+        assert fusion.EXPLANATION_INTENT.search(question), question
+        ranked = fusion.fuse_answer_kinds([{**option}, {**guide}, {**api}], question, "prose", "idf")
+        assert ranked[0]["_rowid"] == 2, question
+    ranked = fusion.fuse_explanations([{**option}, {**guide}, {**api}])
+    assert [row["_rowid"] for row in ranked][:2] == [2, 1], "the guide passes the option"
+    assert [row["_rowid"] for row in ranked].index(2) < [row["_rowid"] for row in ranked].index(3)
+    # a question about a value keeps the option first; so does a question within the manuals
+    for question, doc_type in (
+        ("idle task stack size setting", "idf"),
+        ("can the ECC accelerator do P-384", "trm"),
+    ):
+        ranked = fusion.fuse_answer_kinds([{**option}, {**guide}], question, "prose", doc_type)
+        assert ranked[0]["_rowid"] == 1, question
+
+
 def test_struct_and_config_questions_vote_for_the_api_reference() -> None:
     guide = {
         "_rowid": 1,
