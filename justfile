@@ -140,6 +140,10 @@ eval-newwriter:
     uv run eval_retrieval.py eval/newwriter_check_queries.jsonl --db {{db}} --via-mcp
     uv run eval_retrieval.py eval/newwriter_final_queries.jsonl --db {{db}} --via-mcp
 
+# Questions by one more independent writer (ninth session), written after that session's ranking changes.
+eval-ninth:
+    uv run eval_retrieval.py eval/ninth_check_queries.jsonl --db {{db}} --via-mcp
+
 # Release questions (eval/release_queries.jsonl, needs a store holding master and v5.5 of esp32/esp32c3), scored with and without idf_version; healthy: hit@5 near 1 with it, wrong release first 0.
 eval-releases:
     uv run eval_retrieval.py eval/release_queries.jsonl --db {{db}} --via-mcp
