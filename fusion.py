@@ -7,7 +7,8 @@ normalised score from every list holding it, times the list's weight for this ki
 On top, the symbol retriever votes with a small constant so a passage that defines a queried
 identifier leads, and each kind of question gets one more reciprocal-rank vote for the passages
 that hold its kind of answer: register blocks, capability lines, API structures, stated defaults,
-counts, pin lists. docs/retrieval.md records what each one bought on the eval sets.
+counts, pin lists; last, the first rows gain by how many of the question's words they say close
+together. docs/retrieval.md records what each one bought on the eval sets.
 """
 
 from __future__ import annotations
@@ -529,8 +530,8 @@ def fuse_answer_kinds(ranked: RankedList, query: str, kind: str, doc_type: str |
 # spreads the same words over many functions or fields ranks beside it. Each of the fused list's
 # first rows earns, on top, a share of one list's vote: the most distinct question words (stemmed)
 # found within SPAN_WORDS consecutive words of its text, over all the question's words.
-# Measured in docs/retrieval.md: windows of 12-25 words and weights 0.6-1.2 all gain; wider
-# windows, or words weighted by rarity among the candidates, gain less.
+# Measured in docs/retrieval.md: windows of 12-25 words and weights 0.8-1.2 gain; wider windows,
+# sentences or lines as the unit, or words weighted by rarity among the candidates gain less.
 SPAN_WORDS = 15
 SPAN_VOTE_WEIGHT = 0.8
 # Only rows this close to the top can be lifted past the first by the vote; the rest are not read.
