@@ -230,7 +230,8 @@ def fuse_register_definitions(ranked: RankedList) -> RankedList:
 # within the manuals or the headers, asking for a register field: its name and its reset value. So is
 # an order to the hardware in other verbs ("skip blending and output the background layer", "let one
 # channel borrow the next channels' RAM", "how do I force the pad high"), but only as an order: as
-# mere description ("how many cards can the host connect") they belong to concept questions.
+# mere description ("how many cards can the host connect") they belong to concept questions. And
+# within them "where do I read a hardware random number from" asks which register holds it.
 _FIELD_WORDS = (
     r"set|sets|select|selects|choose|enable|enables|disable|disables|configure|configures|invert"
     r"|power(?:s|ed)? (?:up|down|on|off)|make|clear|trigger|mask|setting|defaults?|after (?:a )?reset"
@@ -240,7 +241,9 @@ _CONTROL_VERBS = (
     r"|connect|generate|swap|reverse|delay"
 )
 FIELD_INTENT = re.compile(
-    rf"\b(?:{_FIELD_WORDS})\b|(?:^|\bto |\bhow (?:do|can|should) i )(?:{_CONTROL_VERBS})\b", re.IGNORECASE
+    rf"\b(?:{_FIELD_WORDS})\b|(?:^|\bto |\bhow (?:do|can|should) i )(?:{_CONTROL_VERBS})\b"
+    r"|^where (?:do|can|should) i\b",
+    re.IGNORECASE,
 )
 # The register and field names a passage defines: a TRM "Register X" heading, a header card's
 # "X = base + offset" line, and either's field bullets ("- X [7:0] ...").

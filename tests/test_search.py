@@ -784,6 +784,8 @@ def test_configuring_questions_count_as_register_questions_only_within_manuals_a
     )
     assert fusion.FIELD_INTENT.search("how do I force the pad high during deep sleep")
     assert not fusion.FIELD_INTENT.search("how many cards can the SD/MMC host connect and which bus widths")
+    assert fusion.FIELD_INTENT.search("where do I read a hardware true random number from")
+    assert not fusion.FIELD_INTENT.search("which chapter says where the RNG gets its entropy")
     query = "set the UART baud rate divider"
     within = {row["_rowid"]: row for row in engine.rank(query, "doc_type = 'trm'", doc_type="trm")}
     unfiltered = {row["_rowid"]: row for row in engine.rank(query, "doc_type = 'trm'")}
