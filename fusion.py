@@ -13,7 +13,6 @@ together. docs/retrieval.md records what each one bought on the eval sets.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import re
 from collections import Counter
@@ -523,7 +522,7 @@ def fuse_answer_kinds(ranked: RankedList, query: str, kind: str, doc_type: str |
         ranked = fuse_counted_nouns(ranked, query)
     if PIN_INTENT.search(query):
         ranked = fuse_pin_lists(ranked)
-    if EXPLANATION_INTENT.search(query.strip()) and doc_type in ("idf", None):
+    if EXPLANATION_INTENT.search(query) and doc_type in ("idf", None):
         ranked = fuse_explanations(ranked)
     return ranked
 
@@ -540,7 +539,6 @@ SPAN_VOTE_WEIGHT = 0.8
 # Only rows this close to the top can be lifted past the first by the vote; the rest are not read.
 SPAN_CANDIDATES = 20
 _TEXT_WORD = re.compile(r"[a-z0-9]+")
-stem_of = functools.lru_cache(maxsize=1 << 16)(stem)
 
 
 def densest_span(text: str, wanted: set[str]) -> int:
@@ -548,7 +546,7 @@ def densest_span(text: str, wanted: set[str]) -> int:
     hits = [
         (position, word_stem)
         for position, word in enumerate(_TEXT_WORD.findall(text.lower()))
-        if (word_stem := stem_of(word)) in wanted
+        if (word_stem := stem(word)) in wanted
     ]
     in_span: Counter[str] = Counter()
     best = start = 0

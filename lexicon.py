@@ -14,6 +14,7 @@ the chunk (a ``Terms:`` line), where full-text search and the embedder both read
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import sys
 from collections import Counter, defaultdict
@@ -154,8 +155,12 @@ def acronym_readings(part: str, tokens: list[str]) -> set[str]:
     }
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
-    """A crude key folding plural and verb endings, so 'enables'/'enabled'/'enable' vote together."""
+    """A crude key folding plural and verb endings, so 'enables'/'enabled'/'enable' vote together.
+
+    Cached: ranking stems every word of the first candidates' texts for each question, and a
+    corpus repeats the same few thousand words."""
     for suffix in ("ing", "ed", "es", "e", "s"):
         if suffix == "s" and word.endswith(("ss", "us", "is")):
             continue
