@@ -237,7 +237,7 @@ LEAD_WORDS = 12
 # fields get windows led by its name and summary, and its excerpt keeps those lines (results.py).
 REGISTER_BLOCK = re.compile(
     r"(?P<head>[^\n]*\n\n?Register \S+[^\n]*)\nAddress: [^\n]*\n(?:Reset value: [^\n]*\n)?"
-    r"(?P<summary>Summary: [^\n]*\n)?"
+    r"(?:Summary: [^\n]*\n)?"
 )
 
 
@@ -251,21 +251,23 @@ def embedding_texts(row: dict[str, Any]) -> list[str]:
     register = REGISTER_BLOCK.match(text) if row["doc_type"] == "trm" else None
     if register is not None:
         # a register's later fields, each window led by the register's name and summary
-        heading = register.group("head") + "\n" + (register.group("summary") or "").strip()
-        return [text, *window_texts(text, heading=heading.rstrip()), *field_texts(register)]
+        head = register.group("head")
+        block = parse_register_block(text.partition("\n")[2])  # past the chapter heading
+        heading = f"{head}\nSummary: {block['summary']}" if block.get("summary") else head
+        return [text, *window_texts(text, heading=heading), *field_texts(head, block)]
     return [text]
 
 
-def field_texts(register: re.Match[str]) -> list[str]:
-    """One text per described field of a register block, led by its chapter, name and summary.
+def field_texts(head: str, block: dict[str, Any]) -> list[str]:
+    """One text per described field of a register block (``head``: its chapter heading and
+    "Register X" lines; ``block``: it parsed), led by its chapter, name and summary.
 
     A question about what one field does ("which bit configures the I2C controller as master or
     slave") is one sentence of a 20-field block: the block's own vector and its 100-word windows
     dilute that sentence with its neighbours', so the dense leg ranked a sibling register first.
     """
-    head = register.group("head").split("\n")
-    lead = f"{head[0].split(' > ')[0]} register {head[-1].removeprefix('Register ')}"
-    block = parse_register_block(register.string.partition("\n")[2])  # past the chapter heading
+    head_lines = head.split("\n")
+    lead = f"{head_lines[0].split(' > ')[0]} register {head_lines[-1].removeprefix('Register ')}"
     if block.get("summary"):
         lead += f": {block['summary']}"
     return [
