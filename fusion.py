@@ -306,9 +306,8 @@ def name_coverage(text: str, words: QuestionWords) -> float:
     return best
 
 
-def fuse_register_names(ranked: RankedList, query: str) -> RankedList:
+def fuse_register_names(ranked: RankedList, words: QuestionWords) -> RankedList:
     """Raise each register-defining passage by how fully the question spells out one of its names."""
-    words = QuestionWords(query)
     for row in ranked:
         if REGISTER_DEFINITION.search(row["text"]):
             row["score"] += NAME_VOTE_WEIGHT * name_coverage(row["text"], words)
@@ -491,7 +490,9 @@ def fuse_explanations(ranked: RankedList) -> RankedList:
     )
 
 
-def fuse_answer_kinds(ranked: RankedList, query: str, kind: str, doc_type: str | None) -> RankedList:
+def fuse_answer_kinds(
+    ranked: RankedList, query: str, words: QuestionWords, kind: str, doc_type: str | None
+) -> RankedList:
     """Every vote for the passages that hold the kind of answer the question asks for, in order.
 
     ``doc_type`` is the caller's corpus filter: within the manuals or the headers, a question about
@@ -510,7 +511,7 @@ def fuse_answer_kinds(ranked: RankedList, query: str, kind: str, doc_type: str |
     if doc_type == "trm" and counts and not names_register:
         ranked = fuse_feature_lists(ranked)
     if register_question or asks_field:
-        ranked = fuse_register_names(ranked, query)
+        ranked = fuse_register_names(ranked, words)
         ranked = fuse_instance_numbers(ranked, query)
     if API_INTENT.search(query) and (doc_type == "idf" or not register_question):
         ranked = fuse_api_reference(ranked, query)
@@ -562,10 +563,10 @@ def densest_span(text: str, wanted: set[str]) -> int:
     return best
 
 
-def fuse_word_spans(ranked: RankedList, query: str) -> RankedList:
+def fuse_word_spans(ranked: RankedList, words: QuestionWords) -> RankedList:
     """Raise each of the first SPAN_CANDIDATES rows by how many of the question's words its text
     says within one span; a question of fewer than two content words is left as it is."""
-    wanted = set(QuestionWords(query).stems)
+    wanted = set(words.stems)
     if len(wanted) < 2:
         return ranked
     for row in ranked[:SPAN_CANDIDATES]:

@@ -347,8 +347,9 @@ class SearchEngine:
         )
         if symbols:
             ranked = fusion.fuse_symbols(ranked, hits, CANDIDATE_POOL, tiered=led_by_symbols)
-        ranked = fusion.fuse_answer_kinds(ranked, query, kind, doc_type)
-        return fusion.fuse_word_spans(ranked, query)
+        words = fusion.QuestionWords(query)
+        ranked = fusion.fuse_answer_kinds(ranked, query, words, kind, doc_type)
+        return fusion.fuse_word_spans(ranked, words)
 
     def query_identifiers(self, query: str, where: str | None) -> Identifiers:
         """The identifiers the query means (``retrievers.meant_symbols``) and their symbol hits,

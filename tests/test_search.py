@@ -487,7 +487,10 @@ def _kind_order(passages: list[dict], question: str, doc_type: str) -> list[int]
     fused score 0.01 below the one before)."""
     ranked = [{**p, "_rowid": n, "score": 0.04 - 0.01 * n} for n, p in enumerate(passages, 1)]
     kind = fusion.query_kind(question, False)
-    return [row["_rowid"] for row in fusion.fuse_answer_kinds(ranked, question, kind, doc_type)]
+    return [
+        row["_rowid"]
+        for row in fusion.fuse_answer_kinds(ranked, question, fusion.QuestionWords(question), kind, doc_type)
+    ]
 
 
 def test_configuring_within_the_manuals_is_asking_for_a_register_field() -> None:
@@ -669,7 +672,7 @@ def test_register_names_the_question_spells_out_lift_their_block_above_siblings(
         {"_rowid": 2, "text": power, "score": 0.030},
         prose,
     ]
-    ranked = fusion.fuse_register_names(rows, "bit to power up the temperature sensor")
+    ranked = fusion.fuse_register_names(rows, fusion.QuestionWords("bit to power up the temperature sensor"))
     assert [row["_rowid"] for row in ranked] == [2, 1, 3], "prose gets no name vote"
 
 
@@ -699,17 +702,17 @@ def test_a_passage_that_says_the_question_in_one_span_leads_its_scattered_siblin
         {"_rowid": 1, "text": scattered, "score": 0.040},
         {"_rowid": 2, "text": stated, "score": 0.038},
     ]
-    assert [row["_rowid"] for row in fusion.fuse_word_spans(rows, query)] == [2, 1]
+    assert [row["_rowid"] for row in fusion.fuse_word_spans(rows, fusion.QuestionWords(query))] == [2, 1]
     # a question of one content word has no span to look for: the order stays, though only the
     # second passage says "total"
     tied = [{**rows[0], "score": 0.040}, {**rows[1], "score": 0.038}]
-    assert [row["_rowid"] for row in fusion.fuse_word_spans(tied, "total")] == [1, 2]
+    assert [row["_rowid"] for row in fusion.fuse_word_spans(tied, fusion.QuestionWords("total"))] == [1, 2]
     # rows below the first SPAN_CANDIDATES are not read
     tail = [
         {"_rowid": 10 + i, "text": "filler", "score": 0.05 - i * 1e-4} for i in range(fusion.SPAN_CANDIDATES)
     ]
     late = {"_rowid": 99, "text": stated, "score": 0.0}
-    ranked = fusion.fuse_word_spans([*tail, late], query)
+    ranked = fusion.fuse_word_spans([*tail, late], fusion.QuestionWords(query))
     assert ranked[-1]["_rowid"] == 99 and ranked[-1]["score"] == 0.0
 
 
@@ -734,7 +737,9 @@ def test_explanation_questions_put_the_guide_above_a_kconfig_option_that_names_t
         "how do I put zero-initialized static variables in PSRAM",
     ):
         assert fusion.EXPLANATION_INTENT.search(question), question
-        ranked = fusion.fuse_answer_kinds([{**option}, {**guide}, {**api}], question, "prose", "idf")
+        ranked = fusion.fuse_answer_kinds(
+            [{**option}, {**guide}, {**api}], question, fusion.QuestionWords(question), "prose", "idf"
+        )
         assert ranked[0]["_rowid"] == 2, question
     ranked = fusion.fuse_explanations([{**option}, {**guide}, {**api}])
     assert [row["_rowid"] for row in ranked][:2] == [2, 1], "the guide passes the option"
@@ -744,7 +749,9 @@ def test_explanation_questions_put_the_guide_above_a_kconfig_option_that_names_t
         ("idle task stack size setting", "idf"),
         ("can the ECC accelerator do P-384", "trm"),
     ):
-        ranked = fusion.fuse_answer_kinds([{**option}, {**guide}], question, "prose", doc_type)
+        ranked = fusion.fuse_answer_kinds(
+            [{**option}, {**guide}], question, fusion.QuestionWords(question), "prose", doc_type
+        )
         assert ranked[0]["_rowid"] == 1, question
 
 
