@@ -230,7 +230,10 @@ def fuse_register_definitions(ranked: RankedList) -> RankedList:
 # an order to the hardware in other verbs ("skip blending and output the background layer", "let one
 # channel borrow the next channels' RAM", "how do I force the pad high"), but only as an order: as
 # mere description ("how many cards can the host connect") they belong to concept questions. And
-# within them "where do I read a hardware random number from" asks which register holds it.
+# within them "where do I read a hardware random number from" asks which register holds it. A
+# question that opens by asking about the hardware ("how many mask filters does it have", "at what
+# voltage does it trigger", "can I set and clear the outputs with CPU instructions") uses even the
+# configuring words to describe it.
 _FIELD_WORDS = (
     r"set|sets|select|selects|choose|enable|enables|disable|disables|configure|configures|invert"
     r"|power(?:s|ed)? (?:up|down|on|off)|make|clear|trigger|mask|setting|defaults?|after (?:a )?reset"
@@ -239,11 +242,23 @@ _CONTROL_VERBS = (
     r"let|put|switch|stop|start|divide|turn|keep|force|reset|hold|ignore|skip|change|limit|route"
     r"|connect|generate|swap|reverse|delay"
 )
-FIELD_INTENT = re.compile(
-    rf"\b(?:{_FIELD_WORDS})\b|(?:^|\bto |\bhow (?:do|can|should) i )(?:{_CONTROL_VERBS})\b"
-    r"|^where (?:do|can|should) i\b",
+FIELD_WORDS = re.compile(rf"\b(?:{_FIELD_WORDS})\b", re.IGNORECASE)
+FIELD_ORDER = re.compile(
+    rf"(?:^|\bto |\bhow (?:do|can|should) i )(?:{_CONTROL_VERBS})\b|^where (?:do|can|should) i\b",
     re.IGNORECASE,
 )
+DESCRIBING_OPENING = re.compile(
+    r"^(?:how (?:many|much|often|long)|at what|what|can|could|does|do|is|are|why|when)\b", re.IGNORECASE
+)
+
+
+def asks_field(query: str) -> bool:
+    """Whether the question (stripped) asks how to configure the hardware or what it does by default."""
+    if FIELD_ORDER.search(query):
+        return True
+    return bool(FIELD_WORDS.search(query)) and not DESCRIBING_OPENING.match(query)
+
+
 # The register and field names a passage defines: a TRM "Register X" heading, a header card's
 # "X = base + offset" line, and either's field bullets ("- X [7:0] ...").
 DEFINED_NAME = re.compile(r"^(?:Register (\w+)|(\w+)\s*(?:\([^)]*\))?\s*=\s|- (\w+) \[)", re.MULTILINE)
@@ -499,18 +514,18 @@ def fuse_answer_kinds(
     configuring the hardware or its defaults is a question about register fields; the headers'
     capability lines have a vote of their own, so counts are voted for outside them."""
     register_question = asks_register(query)
-    asks_field = doc_type in ("trm", "src") and bool(FIELD_INTENT.search(query))
-    if register_question or asks_field:
+    field_question = doc_type in ("trm", "src") and asks_field(query)
+    if register_question or field_question:
         ranked = fuse_register_definitions(ranked)
     # the headers hold registers and capabilities: a question there that names no register or
     # field ("bit resolution of the DAC", "longest wake-up sequence the UART matches") asks for one
     names_register = bool(REGISTER_NAMED.search(query))
     counts = kind == "capability"
-    if counts or (doc_type == "src" and not names_register and not asks_field):
+    if counts or (doc_type == "src" and not names_register and not field_question):
         ranked = fuse_capability_definitions(ranked)
     if doc_type == "trm" and counts and not names_register:
         ranked = fuse_feature_lists(ranked)
-    if register_question or asks_field:
+    if register_question or field_question:
         ranked = fuse_register_names(ranked, words)
         ranked = fuse_instance_numbers(ranked, query)
     if API_INTENT.search(query) and (doc_type == "idf" or not register_question):

@@ -781,19 +781,22 @@ def test_struct_and_config_questions_vote_for_the_api_reference() -> None:
 def test_configuring_questions_count_as_register_questions_only_within_manuals_and_headers(
     engine: SearchEngine,
 ) -> None:
-    assert fusion.FIELD_INTENT.search("select the common clock source for all LEDC timers")
-    assert fusion.FIELD_INTENT.search("bit to power up the sensor")
-    assert fusion.FIELD_INTENT.search("default error warning limit of the TWAI controller after reset")
-    assert not fusion.FIELD_INTENT.search("FIFO depth of the low-power UART")
-    assert fusion.FIELD_INTENT.search("skip blending and output the background layer directly")
-    assert fusion.FIELD_INTENT.search("let one RMT channel borrow the RAM blocks of the next channels")
-    assert not fusion.FIELD_INTENT.search(
-        "how many GDMA channels are there and which peripherals can use them"
-    )
-    assert fusion.FIELD_INTENT.search("how do I force the pad high during deep sleep")
-    assert not fusion.FIELD_INTENT.search("how many cards can the SD/MMC host connect and which bus widths")
-    assert fusion.FIELD_INTENT.search("where do I read a hardware true random number from")
-    assert not fusion.FIELD_INTENT.search("which chapter says where the RNG gets its entropy")
+    assert fusion.asks_field("select the common clock source for all LEDC timers")
+    assert fusion.asks_field("bit to power up the sensor")
+    assert fusion.asks_field("default error warning limit of the TWAI controller after reset")
+    assert not fusion.asks_field("FIFO depth of the low-power UART")
+    assert fusion.asks_field("skip blending and output the background layer directly")
+    assert fusion.asks_field("let one RMT channel borrow the RAM blocks of the next channels")
+    assert not fusion.asks_field("how many GDMA channels are there and which peripherals can use them")
+    assert fusion.asks_field("how do I force the pad high during deep sleep")
+    assert not fusion.asks_field("how many cards can the SD/MMC host connect and which bus widths")
+    assert fusion.asks_field("where do I read a hardware true random number from")
+    assert not fusion.asks_field("which chapter says where the RNG gets its entropy")
+    # a question about the hardware describes it in the same words
+    assert not fusion.asks_field("at what voltage does the brown-out detector trigger")
+    assert not fusion.asks_field("how many acceptance mask filters does the TWAI controller have")
+    assert not fusion.asks_field("can I set and clear dedicated GPIO outputs with CPU instructions")
+    assert fusion.asks_field("how do I invert the UART TX line")
     query = "set the UART baud rate divider"
     within = {row["_rowid"]: row for row in engine.rank(query, "doc_type = 'trm'", doc_type="trm")}
     unfiltered = {row["_rowid"]: row for row in engine.rank(query, "doc_type = 'trm'")}
