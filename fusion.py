@@ -387,6 +387,14 @@ _COUNTING_WORDS = frozenset(
 )
 COUNT_GAP_WORDS = 2
 COUNT_VOTE_WEIGHT = 0.5
+# A count the question says something sets or holds ("the register that sets how many blocks
+# DMA-SHA processes", "write the number of message blocks") is a field's value, not a count to
+# state: the counting vote went to sibling register blocks that happen to count the same noun.
+CONFIGURED_COUNT = re.compile(
+    r"\b(?:sets?|setting|holds?|configures?|writes?|selects?|chooses?|controls?|determines?|programs?|limits?)"
+    r"\s+(?:how (?:many|much|long)|the (?:number|count|maximum|minimum|max|min) of)\b",
+    re.IGNORECASE,
+)
 
 
 def counted_nouns(query: str) -> re.Pattern[str] | None:
@@ -534,7 +542,7 @@ def fuse_answer_kinds(
         ranked = fuse_kconfig_options(ranked)
     if DEFAULT_INTENT.search(query):
         ranked = fuse_default_statements(ranked)
-    if CAPABILITY_INTENT.search(query) and doc_type != "src":
+    if CAPABILITY_INTENT.search(query) and doc_type != "src" and not CONFIGURED_COUNT.search(query):
         ranked = fuse_counted_nouns(ranked, query)
     if PIN_INTENT.search(query):
         ranked = fuse_pin_lists(ranked)

@@ -625,6 +625,34 @@ def test_a_counting_question_votes_for_passages_that_count_what_it_names() -> No
     assert fusion.counted_nouns("how many maximum") is None
 
 
+def test_a_count_that_a_register_sets_is_no_count_to_vote_for() -> None:
+    number = {
+        "_rowid": 1,
+        "text": "SHA > Registers\n\nRegister SHA_DMA_BLOCK_NUM_REG\nAddress: 0x000C\n"
+        "Summary: Block number register\n- SHA_DMA_BLOCK_NUM [5:0] The block number.",
+        "score": 0.030,
+    }
+    start = {
+        "_rowid": 2,
+        "text": "SHA > Registers\n\nRegister SHA_DMA_START_REG\nAddress: 0x0010\n"
+        "Summary: Starts DMA-SHA\n- SHA_DMA_START [0] Write 1 to process 1 block of the message.",
+        "score": 0.029,
+    }
+
+    def order(question: str) -> list[int]:
+        place = {"file_path": "ESP8684/17-SHA__EN", "section_path": "SHA Accelerator (SHA) > Registers"}
+        ranked = [{**number, **place}, {**start, **place}]
+        kind = fusion.query_kind(question, False)
+        words = fusion.QuestionWords(question)
+        return [row["_rowid"] for row in fusion.fuse_answer_kinds(ranked, question, words, kind, "trm")]
+
+    assert fusion.CONFIGURED_COUNT.search("the register that sets how many blocks DMA-SHA processes")
+    assert fusion.CONFIGURED_COUNT.search("register where I write the number of message blocks")
+    assert not fusion.CONFIGURED_COUNT.search("how many blocks can DMA-SHA process at once")
+    assert order("the register that sets how many blocks DMA-SHA processes") == [1, 2]
+    assert order("how many blocks can DMA-SHA process at once") == [2, 1], "a count asked for is voted for"
+
+
 def test_a_which_pins_question_votes_for_passages_that_name_pins() -> None:
     prose = {"_rowid": 1, "text": "The USB-JTAG controller is enabled by default.", "score": 0.03}
     pins = {
