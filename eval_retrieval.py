@@ -14,6 +14,7 @@ failure class that makes, with the share of misses per class.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from collections import Counter, defaultdict
@@ -226,19 +227,32 @@ class Diagnosis:
     legs: dict[str, int | None]
     failure: str
     above: list[str]
+    lowered_by: list[tuple[str, int, int | None]] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         legs = "  ".join(f"{name} {rank or '-'}" for name, rank in self.legs.items())
         head = f"{self.case.id} [{self.case.category}] fused {self.fused or '-'} | {legs} | {self.failure}"
+        lowered = ", ".join(f"{name} ({was} -> {now or '-'})" for name, was, now in self.lowered_by)
         return [
             head,
             f"    {self.case.query!r} {self.case.filters}",
             *(f"    above: {a}" for a in self.above),
+            *([f"    lowered by: {lowered}"] if lowered else []),
         ]
 
 
 def _leg_rank(rows: list[dict[str, Any]], case: Case) -> int | None:
     return next((rank for rank, row in enumerate(rows, 1) if answers(row["text"], case)), None)
+
+
+def lowering_steps(steps: list[tuple[str, int | None]]) -> list[tuple[str, int, int | None]]:
+    """The fusion steps after which the answer stood lower than before, with its rank before and
+    after (``steps``: each step's name and the answer's rank after it, the fused lists first)."""
+    return [
+        (name, before, after)
+        for (_, before), (name, after) in itertools.pairwise(steps)
+        if before is not None and (after is None or after > before)
+    ]
 
 
 def _row_label(row: dict[str, Any]) -> str:
@@ -281,14 +295,19 @@ def diagnose(engine: SearchEngine, case: Case) -> Diagnosis:
     if symbols:
         legs_rows["symbol"] = [row for _, row in engine.retrievers.symbol_hits(symbols, where, EXPLAIN_POOL)]
     legs = {name: _leg_rank(rows, case) for name, rows in legs_rows.items()}
-    # ranked as search() ranks, each folded copy's own lines matched as the agent reads them
-    fused = [
-        row | {"text": with_variant_note(row["text"], row)}
-        for row in fold_chip_variants(engine.rank(case.query, where, doc_type=filters.doc_type))
-    ]
+    # ranked as search() ranks, each folded copy's own lines matched as the agent reads them; each
+    # fusion step's order is read before folding
+    steps: list[tuple[str, int | None]] = []
+    ranked = engine.rank(
+        case.query,
+        where,
+        doc_type=filters.doc_type,
+        observe=lambda name, rows: steps.append((name, _leg_rank(rows, case))),
+    )
+    fused = [row | {"text": with_variant_note(row["text"], row)} for row in fold_chip_variants(ranked)]
     rank = first_answer_rank(fused, case)
     above = [_row_label(row) for row in fused[: min((rank or DEPTH) - 1, 3)]]
-    return Diagnosis(case, rank, legs, failure_class(case, fused, rank, legs), above)
+    return Diagnosis(case, rank, legs, failure_class(case, fused, rank, legs), above, lowering_steps(steps))
 
 
 def explain(engine: SearchEngine, cases: list[Case]) -> str:
@@ -304,6 +323,12 @@ def explain(engine: SearchEngine, cases: list[Case]) -> str:
         f"not first: {len(misses)}/{len(cases)} — "
         + ", ".join(f"{name} {count} ({at5[name]} beyond 5)" for name, count in classes.most_common())
     )
+    lowered = Counter(name for d in misses for name, _, _ in d.lowered_by)
+    if lowered:
+        lines.append(
+            "fusion steps that lowered a miss's answer: "
+            + ", ".join(f"{name} {count}" for name, count in lowered.most_common())
+        )
     return "\n".join(lines)
 
 

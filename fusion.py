@@ -513,41 +513,55 @@ def fuse_explanations(ranked: RankedList) -> RankedList:
     )
 
 
-def fuse_answer_kinds(
-    ranked: RankedList, query: str, words: QuestionWords, kind: str, doc_type: str | None
-) -> RankedList:
-    """Every vote for the passages that hold the kind of answer the question asks for, in order.
+Vote = Callable[[RankedList], RankedList]
+
+
+def answer_kind_votes(
+    query: str, words: QuestionWords, kind: str, doc_type: str | None
+) -> list[tuple[str, Vote]]:
+    """The votes for passages that hold the kind of answer the question asks for, named, in the
+    order they apply (``fuse_answer_kinds`` applies them; the error analysis replays them one by one).
 
     ``doc_type`` is the caller's corpus filter: within the manuals or the headers, a question about
     configuring the hardware or its defaults is a question about register fields; the headers'
     capability lines have a vote of their own, so counts are voted for outside them."""
+    votes: list[tuple[str, Vote]] = []
     register_question = asks_register(query)
     field_question = doc_type in ("trm", "src") and asks_field(query)
     if register_question or field_question:
-        ranked = fuse_register_definitions(ranked)
+        votes.append(("register definitions", fuse_register_definitions))
     # the headers hold registers and capabilities: a question there that names no register or
     # field ("bit resolution of the DAC", "longest wake-up sequence the UART matches") asks for one
     names_register = bool(REGISTER_NAMED.search(query))
     counts = kind == "capability"
     if counts or (doc_type == "src" and not names_register and not field_question):
-        ranked = fuse_capability_definitions(ranked)
+        votes.append(("capability definitions", fuse_capability_definitions))
     if doc_type == "trm" and counts and not names_register:
-        ranked = fuse_feature_lists(ranked)
+        votes.append(("feature lists", fuse_feature_lists))
     if register_question or field_question:
-        ranked = fuse_register_names(ranked, words)
-        ranked = fuse_instance_numbers(ranked, query)
+        votes.append(("register names", lambda ranked: fuse_register_names(ranked, words)))
+        votes.append(("instance numbers", lambda ranked: fuse_instance_numbers(ranked, query)))
     if API_INTENT.search(query) and (doc_type == "idf" or not register_question):
-        ranked = fuse_api_reference(ranked, query)
+        votes.append(("API reference", lambda ranked: fuse_api_reference(ranked, query)))
     if OPTION_INTENT.search(query) and (doc_type == "idf" or (doc_type is None and not register_question)):
-        ranked = fuse_kconfig_options(ranked)
+        votes.append(("Kconfig options", fuse_kconfig_options))
     if DEFAULT_INTENT.search(query):
-        ranked = fuse_default_statements(ranked)
+        votes.append(("default statements", fuse_default_statements))
     if CAPABILITY_INTENT.search(query) and doc_type != "src" and not CONFIGURED_COUNT.search(query):
-        ranked = fuse_counted_nouns(ranked, query)
+        votes.append(("counted nouns", lambda ranked: fuse_counted_nouns(ranked, query)))
     if PIN_INTENT.search(query):
-        ranked = fuse_pin_lists(ranked)
+        votes.append(("pin lists", fuse_pin_lists))
     if EXPLANATION_INTENT.search(query) and doc_type in ("idf", None):
-        ranked = fuse_explanations(ranked)
+        votes.append(("explanations", fuse_explanations))
+    return votes
+
+
+def fuse_answer_kinds(
+    ranked: RankedList, query: str, words: QuestionWords, kind: str, doc_type: str | None
+) -> RankedList:
+    """Every vote of ``answer_kind_votes`` the question gets, in order."""
+    for _, vote in answer_kind_votes(query, words, kind, doc_type):
+        ranked = vote(ranked)
     return ranked
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -325,11 +326,14 @@ class SearchEngine:
         *,
         doc_type: str | None = None,
         identifiers: Identifiers | None = None,
+        observe: Callable[[str, list[dict[str, Any]]], None] | None = None,
     ) -> list[dict[str, Any]]:
         """Every candidate within ``where``, best first: one retriever alone, or all of them fused.
 
         ``doc_type`` is the caller's corpus filter, which some of the answer-kind votes read;
-        ``identifiers``: ``query_identifiers`` already looked up by the caller (looked up here if not)."""
+        ``identifiers``: ``query_identifiers`` already looked up by the caller (looked up here if not);
+        ``observe``: called with each fusion step's name and the order after it (the error analysis
+        asks which step lowered an answer)."""
         if mode == "fts":
             return self._scored(self.retrievers.fts(query, where), "fts", "_score", lambda s: s)
         vector = self.retrievers.vector(self.embedder.embed_query(query), where)
@@ -345,11 +349,24 @@ class SearchEngine:
                 fusion.Leg("fts", self.retrievers.fts(query, where), lambda row: row["_score"], weights.fts),
             ]
         )
-        if symbols:
-            ranked = fusion.fuse_symbols(ranked, hits, CANDIDATE_POOL, tiered=led_by_symbols)
         words = fusion.QuestionWords(query)
-        ranked = fusion.fuse_answer_kinds(ranked, query, words, kind, doc_type)
-        return fusion.fuse_word_spans(ranked, words)
+        steps = fusion.answer_kind_votes(query, words, kind, doc_type)
+        if symbols:
+            steps.insert(
+                0,
+                (
+                    "symbols",
+                    lambda rows: fusion.fuse_symbols(rows, hits, CANDIDATE_POOL, tiered=led_by_symbols),
+                ),
+            )
+        steps.append(("word spans", lambda rows: fusion.fuse_word_spans(rows, words)))
+        if observe:
+            observe("vector + full text", ranked)
+        for name, step in steps:
+            ranked = step(ranked)
+            if observe:
+                observe(name, ranked)
+        return ranked
 
     def query_identifiers(self, query: str, where: str | None) -> Identifiers:
         """The identifiers the query means (``retrievers.meant_symbols``) and their symbol hits,

@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 from test_search import FIXTURES, build_fixture_store
 
-from eval_retrieval import Case, CaseFileError, Scores, answers, first_answer_rank, load_cases, main
+from eval_retrieval import (
+    Case,
+    CaseFileError,
+    Scores,
+    answers,
+    first_answer_rank,
+    load_cases,
+    lowering_steps,
+    main,
+)
 
 QUERIES = FIXTURES / "queries.jsonl"
 
@@ -78,6 +87,15 @@ def test_explain_places_each_miss_per_retriever_and_names_its_class(
     miss = next(line for line in out.splitlines() if line.startswith("t-api-2 "))
     assert "fused -" in miss and "vector -" in miss and "fts -" in miss and miss.endswith("not-retrieved")
     assert "not first: 1/5 — not-retrieved 1 (1 beyond 5)" in out
+
+
+def test_lowering_steps_names_each_step_after_which_the_answer_stood_lower() -> None:
+    steps = [("vector + full text", 1), ("symbols", 1), ("register definitions", 4), ("word spans", 2)]
+    assert lowering_steps(steps) == [("register definitions", 1, 4)]
+    assert lowering_steps([("vector + full text", 3), ("counted nouns", None)]) == [
+        ("counted nouns", 3, None)
+    ]
+    assert lowering_steps([("vector + full text", None), ("word spans", 5)]) == [], "found, not lowered"
 
 
 def test_split_selects_own_cases_and_rejects_unknown_splits(tmp_path: Path) -> None:

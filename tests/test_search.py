@@ -806,6 +806,22 @@ def test_struct_and_config_questions_vote_for_the_api_reference() -> None:
     assert not fusion.API_INTENT.search("configuration of the flash encryption")
 
 
+def test_rank_shows_each_fusion_step_in_order_and_ends_on_its_result(engine: SearchEngine) -> None:
+    seen: list[tuple[str, list[int]]] = []
+    query = "register that holds the UART baud rate clock divider"
+    ranked = engine.rank(
+        query,
+        "doc_type = 'trm'",
+        doc_type="trm",
+        observe=lambda name, rows: seen.append((name, [r["_rowid"] for r in rows])),
+    )
+    names = [name for name, _ in seen]
+    assert names[0] == "vector + full text" and names[-1] == "word spans"
+    assert "register definitions" in names and "register names" in names
+    assert seen[-1][1] == [row["_rowid"] for row in ranked]
+    assert [r["_rowid"] for r in engine.rank(query, "doc_type = 'trm'", doc_type="trm")] == seen[-1][1]
+
+
 def test_configuring_questions_count_as_register_questions_only_within_manuals_and_headers(
     engine: SearchEngine,
 ) -> None:
