@@ -76,12 +76,19 @@ def by_score(ranked: RankedList) -> RankedList:
     return sorted(ranked, key=lambda row: -row["score"])
 
 
+# "how many general purpose registers does the ULP have" counts a CPU's registers: a capability, not
+# a question about which register (the register vote sent its answer from 2nd to 7th).
+COUNTED_REGISTERS = re.compile(r"\b(?:how many|number of) (?:[\w-]+ ){0,3}registers\b", re.IGNORECASE)
+
+
 def asks_register(query: str) -> bool:
     """A question about a register, address, offset, bit, field or reset value; not one that counts
     in bits without naming any of the others ("maximum LEDC timer bit width", "what operand bit
     lengths does the RSA accelerator support"): that asks for a capability, and the register vote
     sent the register blocks that merely hold such fields above the line or feature list that
     states the width."""
+    if COUNTED_REGISTERS.search(query):
+        return False
     if REGISTER_NAMED.search(query):
         return True
     return bool(REGISTER_INTENT.search(query)) and not CAPABILITY_INTENT.search(query)
@@ -252,8 +259,13 @@ DESCRIBING_OPENING = re.compile(
 )
 
 
+# A topic the question opens with ("GPIO via ETM: how many task channels ...") comes before its opening.
+TOPIC_PREFIX = re.compile(r"^[^:?]{1,60}:\s+")
+
+
 def asks_field(query: str) -> bool:
     """Whether the question (stripped) asks how to configure the hardware or what it does by default."""
+    query = TOPIC_PREFIX.sub("", query)
     if FIELD_ORDER.search(query):
         return True
     return bool(FIELD_WORDS.search(query)) and not DESCRIBING_OPENING.match(query)

@@ -841,6 +841,10 @@ def test_configuring_questions_count_as_register_questions_only_within_manuals_a
     assert not fusion.asks_field("how many acceptance mask filters does the TWAI controller have")
     assert not fusion.asks_field("can I set and clear dedicated GPIO outputs with CPU instructions")
     assert fusion.asks_field("how do I invert the UART TX line")
+    assert not fusion.asks_field("GPIO via ETM: how many task channels, and can a task set or clear the pin?")
+    assert fusion.asks_field("UART: invert the TX line")
+    assert not fusion.asks_register("ULP coprocessor: how many general purpose registers does it have?")
+    assert fusion.asks_register("how many bits wide is the SPI clock register")
     query = "set the UART baud rate divider"
     within = {row["_rowid"]: row for row in engine.rank(query, "doc_type = 'trm'", doc_type="trm")}
     unfiltered = {row["_rowid"]: row for row in engine.rank(query, "doc_type = 'trm'")}
