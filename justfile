@@ -144,6 +144,10 @@ eval-newwriter:
 eval-ninth:
     uv run eval_retrieval.py eval/ninth_check_queries.jsonl --db {{db}} --via-mcp
 
+# 64 in the dev set's category counts by one more writer (tenth session), scored before they were read.
+eval-tenth:
+    uv run eval_retrieval.py eval/tenth_final_queries.jsonl --db {{db}} --via-mcp
+
 # Release questions (eval/release_queries.jsonl, needs a store holding master and v5.5 of esp32/esp32c3), scored with and without idf_version; healthy: hit@5 near 1 with it, wrong release first 0.
 eval-releases:
     uv run eval_retrieval.py eval/release_queries.jsonl --db {{db}} --via-mcp
