@@ -401,7 +401,8 @@ COUNT_GAP_WORDS = 2
 COUNT_VOTE_WEIGHT = 0.5
 # A count the question says something sets or holds ("the register that sets how many blocks
 # DMA-SHA processes", "write the number of message blocks") is a field's value, not a count to
-# state: the counting vote went to sibling register blocks that happen to count the same noun.
+# state: the counting vote went to sibling register blocks where a number merely precedes one of
+# the question's nouns ("Write 1 to start DMA").
 CONFIGURED_COUNT = re.compile(
     r"\b(?:sets?|setting|holds?|configures?|writes?|selects?|chooses?|controls?|determines?|programs?|limits?)"
     r"\s+(?:how (?:many|much|long)|the (?:number|count|maximum|minimum|max|min) of)\b",
@@ -532,7 +533,7 @@ def answer_kind_votes(
     query: str, words: QuestionWords, kind: str, doc_type: str | None
 ) -> list[tuple[str, Vote]]:
     """The votes for passages that hold the kind of answer the question asks for, named, in the
-    order they apply (``fuse_answer_kinds`` applies them; the error analysis replays them one by one).
+    order ``SearchEngine.rank`` applies them (the error analysis watches each one's effect).
 
     ``doc_type`` is the caller's corpus filter: within the manuals or the headers, a question about
     configuring the hardware or its defaults is a question about register fields; the headers'
@@ -566,15 +567,6 @@ def answer_kind_votes(
     if EXPLANATION_INTENT.search(query) and doc_type in ("idf", None):
         votes.append(("explanations", fuse_explanations))
     return votes
-
-
-def fuse_answer_kinds(
-    ranked: RankedList, query: str, words: QuestionWords, kind: str, doc_type: str | None
-) -> RankedList:
-    """Every vote of ``answer_kind_votes`` the question gets, in order."""
-    for _, vote in answer_kind_votes(query, words, kind, doc_type):
-        ranked = vote(ranked)
-    return ranked
 
 
 # A passage that answers says the question's words together: one field bullet, one sentence of the

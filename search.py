@@ -350,15 +350,15 @@ class SearchEngine:
             ]
         )
         words = fusion.QuestionWords(query)
-        steps = fusion.answer_kind_votes(query, words, kind, doc_type)
+        steps: list[tuple[str, fusion.Vote]] = []
         if symbols:
-            steps.insert(
-                0,
+            steps.append(
                 (
                     "symbols",
                     lambda rows: fusion.fuse_symbols(rows, hits, CANDIDATE_POOL, tiered=led_by_symbols),
-                ),
+                )
             )
+        steps += fusion.answer_kind_votes(query, words, kind, doc_type)
         steps.append(("word spans", lambda rows: fusion.fuse_word_spans(rows, words)))
         if observe:
             observe("vector + full text", ranked)

@@ -482,15 +482,19 @@ def test_a_list_whose_rows_score_alike_gives_each_the_full_share() -> None:
     assert fused[0]["score"] == pytest.approx(0.6 * fusion.LEG_SCALE)
 
 
+def _voted(ranked: list[dict], question: str, kind: str, doc_type: str | None) -> list[dict]:
+    """``ranked`` after every answer-kind vote the question gets, in order, as rank applies them."""
+    for _, vote in fusion.answer_kind_votes(question, fusion.QuestionWords(question), kind, doc_type):
+        ranked = vote(ranked)
+    return ranked
+
+
 def _kind_order(passages: list[dict], question: str, doc_type: str) -> list[int]:
     """The order the answer-kind votes give passages fused in the order given (ids 1, 2, ...; each
     fused score 0.01 below the one before)."""
     ranked = [{**p, "_rowid": n, "score": 0.04 - 0.01 * n} for n, p in enumerate(passages, 1)]
     kind = fusion.query_kind(question, False)
-    return [
-        row["_rowid"]
-        for row in fusion.fuse_answer_kinds(ranked, question, fusion.QuestionWords(question), kind, doc_type)
-    ]
+    return [row["_rowid"] for row in _voted(ranked, question, kind, doc_type)]
 
 
 def test_configuring_within_the_manuals_is_asking_for_a_register_field() -> None:
@@ -635,16 +639,14 @@ def test_a_count_that_a_register_sets_is_no_count_to_vote_for() -> None:
     start = {
         "_rowid": 2,
         "text": "SHA > Registers\n\nRegister SHA_DMA_START_REG\nAddress: 0x0010\n"
-        "Summary: Starts DMA-SHA\n- SHA_DMA_START [0] Write 1 to process 1 block of the message.",
+        "Summary: Starts DMA-SHA\n- SHA_DMA_START [0] Write 1 to start DMA.",
         "score": 0.029,
     }
 
     def order(question: str) -> list[int]:
         place = {"file_path": "ESP8684/17-SHA__EN", "section_path": "SHA Accelerator (SHA) > Registers"}
         ranked = [{**number, **place}, {**start, **place}]
-        kind = fusion.query_kind(question, False)
-        words = fusion.QuestionWords(question)
-        return [row["_rowid"] for row in fusion.fuse_answer_kinds(ranked, question, words, kind, "trm")]
+        return [row["_rowid"] for row in _voted(ranked, question, fusion.query_kind(question, False), "trm")]
 
     assert fusion.CONFIGURED_COUNT.search("the register that sets how many blocks DMA-SHA processes")
     assert fusion.CONFIGURED_COUNT.search("register where I write the number of message blocks")
@@ -764,10 +766,7 @@ def test_explanation_questions_put_the_guide_above_a_kconfig_option_that_names_t
         "with app rollback enabled, what happens if the new firmware reboots",
         "how do I put zero-initialized static variables in PSRAM",
     ):
-        assert fusion.EXPLANATION_INTENT.search(question), question
-        ranked = fusion.fuse_answer_kinds(
-            [{**option}, {**guide}, {**api}], question, fusion.QuestionWords(question), "prose", "idf"
-        )
+        ranked = _voted([{**option}, {**guide}, {**api}], question, "prose", "idf")
         assert ranked[0]["_rowid"] == 2, question
     ranked = fusion.fuse_explanations([{**option}, {**guide}, {**api}])
     assert [row["_rowid"] for row in ranked][:2] == [2, 1], "the guide passes the option"
@@ -777,9 +776,7 @@ def test_explanation_questions_put_the_guide_above_a_kconfig_option_that_names_t
         ("idle task stack size setting", "idf"),
         ("can the ECC accelerator do P-384", "trm"),
     ):
-        ranked = fusion.fuse_answer_kinds(
-            [{**option}, {**guide}], question, fusion.QuestionWords(question), "prose", doc_type
-        )
+        ranked = _voted([{**option}, {**guide}], question, "prose", doc_type)
         assert ranked[0]["_rowid"] == 1, question
 
 
