@@ -263,9 +263,15 @@ DESCRIBING_OPENING = re.compile(
 TOPIC_PREFIX = re.compile(r"^[^:?]{1,60}:\s+")
 
 
+def question_opening(query: str) -> str:
+    """The question (stripped) from its opening on, past any topic it names first: what the tests
+    anchored at the start of a question read."""
+    return TOPIC_PREFIX.sub("", query)
+
+
 def asks_field(query: str) -> bool:
     """Whether the question (stripped) asks how to configure the hardware or what it does by default."""
-    query = TOPIC_PREFIX.sub("", query)
+    query = question_opening(query)
     if FIELD_ORDER.search(query):
         return True
     return bool(FIELD_WORDS.search(query)) and not DESCRIBING_OPENING.match(query)
@@ -564,7 +570,7 @@ def answer_kind_votes(
         votes.append(("counted nouns", lambda ranked: fuse_counted_nouns(ranked, query)))
     if PIN_INTENT.search(query):
         votes.append(("pin lists", fuse_pin_lists))
-    if EXPLANATION_INTENT.search(query) and doc_type in ("idf", None):
+    if EXPLANATION_INTENT.search(question_opening(query)) and doc_type in ("idf", None):
         votes.append(("explanations", fuse_explanations))
     return votes
 

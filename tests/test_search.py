@@ -765,6 +765,7 @@ def test_explanation_questions_put_the_guide_above_a_kconfig_option_that_names_t
         "are task stack sizes given in bytes or words",
         "with app rollback enabled, what happens if the new firmware reboots",
         "how do I put zero-initialized static variables in PSRAM",
+        "ADC oneshot driver: can ADC2 be used while Wi-Fi is on",
     ):
         ranked = _voted([{**option}, {**guide}, {**api}], question, "prose", "idf")
         assert ranked[0]["_rowid"] == 2, question
