@@ -414,6 +414,22 @@ CONFIGURED_COUNT = re.compile(
     r"\s+(?:how (?:many|much|long)|the (?:number|count|maximum|minimum|max|min) of)\b",
     re.IGNORECASE,
 )
+# A count the program finds out at run time ("how do I find out how many free entries are left",
+# "find out how big a stored string is before reading it") is answered by the function that returns
+# it, whose description counts nothing; the vote went to passages stating fixed sizes and limits.
+QUERIED_COUNT = re.compile(
+    r"\b(?:find out|get|gets|read|reads|query|check|tell|know)\s+"
+    r"(?:how (?:many|much|long|big|large)|the (?:number|count) of)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_stated_count(query: str) -> bool:
+    """Whether a counting question asks for a count the documents state, not one that a register
+    is set to or that code reads at run time."""
+    return bool(CAPABILITY_INTENT.search(query)) and not (
+        CONFIGURED_COUNT.search(query) or QUERIED_COUNT.search(query)
+    )
 
 
 def counted_nouns(query: str) -> re.Pattern[str] | None:
@@ -566,7 +582,7 @@ def answer_kind_votes(
         votes.append(("Kconfig options", fuse_kconfig_options))
     if DEFAULT_INTENT.search(query):
         votes.append(("default statements", fuse_default_statements))
-    if CAPABILITY_INTENT.search(query) and doc_type != "src" and not CONFIGURED_COUNT.search(query):
+    if doc_type != "src" and asks_stated_count(query):
         votes.append(("counted nouns", lambda ranked: fuse_counted_nouns(ranked, query)))
     if PIN_INTENT.search(query):
         votes.append(("pin lists", fuse_pin_lists))

@@ -655,6 +655,35 @@ def test_a_count_that_a_register_sets_is_no_count_to_vote_for() -> None:
     assert order("how many blocks can DMA-SHA process at once") == [2, 1], "a count asked for is voted for"
 
 
+def test_a_count_the_program_reads_at_run_time_is_no_count_to_vote_for() -> None:
+    stats = {
+        "file_path": "api-reference/storage/nvs_flash",
+        "section_path": "Non-Volatile Storage Library > API Reference > Functions",
+        "text": "esp_err_t nvs_get_stats(const char *part_name, nvs_stats_t *nvs_stats)\n"
+        "  Fill structure nvs_stats_t. It provides info about used and free entries in a partition.",
+        "score": 0.0300,
+    }
+    limits = {
+        "file_path": "api-reference/storage/nvs_flash",
+        "section_path": "Non-Volatile Storage Library > Internals > Pages",
+        "text": "Each page of a partition holds 126 entries of 32 bytes.",
+        "score": 0.0299,
+    }
+
+    def order(question: str) -> list[str]:
+        ranked = [{**stats, "_rowid": 1}, {**limits, "_rowid": 2}]
+        kind = fusion.query_kind(question, False)
+        return [row["section_path"].split(" > ")[-1] for row in _voted(ranked, question, kind, "idf")]
+
+    assert not fusion.asks_stated_count("how do I find out how many free entries are left in a partition")
+    assert not fusion.asks_stated_count("find out how big a stored string is before reading it")
+    assert fusion.asks_stated_count("how many entries does a partition page hold")
+    assert order("how do I find out how many free entries are left in a partition") == ["Functions", "Pages"]
+    assert order("how many entries does a partition page hold") == ["Pages", "Functions"], (
+        "a count the documents state is voted for"
+    )
+
+
 def test_a_which_pins_question_votes_for_passages_that_name_pins() -> None:
     prose = {"_rowid": 1, "text": "The USB-JTAG controller is enabled by default.", "score": 0.03}
     pins = {
