@@ -236,7 +236,8 @@ LEAD_WORDS = 12
 # A chunk that is one TRM register block (heading line, then "Register X" / "Address: ..."): its later
 # fields get windows led by its name and summary, and its excerpt keeps those lines (results.py).
 REGISTER_BLOCK = re.compile(
-    r"(?P<head>[^\n]*\n\n?Register \S+[^\n]*)\nAddress: [^\n]*\n(?:Reset value: [^\n]*\n)?"
+    r"(?P<head>[^\n]*\n\n?Register \S+[^\n]*)\nAddress: [^\n]*\n(?:Absolute address[^\n]*\n)?"
+    r"(?:Reset value: [^\n]*\n)?"
     r"(?:Summary: [^\n]*\n)?"
 )
 

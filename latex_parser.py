@@ -518,7 +518,8 @@ _TRM_MACROS: tuple[tuple[str, str, str | Callable | None], ...] = (
     ("cellcolor", "[{", ""),
     ("rotatebox", "[{{", _last_arg_text),
     ("multicolumn", "{{{", _last_arg_text),
-    ("multirow", "[{[{", _last_arg_text),
+    # \multirow[vpos]{rows}[bigstruts]{width}[vmove]{text}: the width is often a bare ``*``
+    ("multirow", "[{[{[{", _last_arg_text),
     ("makecell", "[{", _last_arg_text),
     ("includegraphics", "[{", ""),
     ("vspace", "*{", ""),
@@ -668,6 +669,10 @@ class Register:
     # configuration"); the register block itself only names fields, so a question asked in words
     # would otherwise find the summary table row instead of the block that answers it.
     summary: str = ""
+    # ESP32's summary tables give each register's absolute address (one column per instance:
+    # UART0 0x3FF40050, UART1 ...) where its block gives the offset (0x50): a question for "the
+    # address" of a register would otherwise be answered by the table row, not the block.
+    absolute_address: str = ""
 
     @property
     def symbol_refs(self) -> list[str]:
@@ -686,6 +691,7 @@ class Register:
         lines = [
             head,
             f"Address: {self.address}",
+            *([f"{ABSOLUTE_ADDRESS_PREFIX}{self.absolute_address}"] if self.absolute_address else []),
             f"Reset value: 0x{reset:08X}" if reset is not None else "Reset value: see fields",
             *([f"Summary: {self.summary}"] if self.summary else []),
             "Fields:",
@@ -1113,7 +1119,9 @@ def build_tree(text: str, fallback_title: str) -> ChapterTree:
     summaries = register_summaries(root, registers)
     for register in registers:
         if register.block is not None:
-            register.summary = summaries.get(register.name, "")
+            row = summaries.get(register.name)
+            register.summary = row.description if row else ""
+            register.absolute_address = absolute_address(register, row)
             register.block.text = register.render()
             register.block.symbol_refs = register.symbol_refs
     return ChapterTree(title=root.title, root=root, registers=registers, warnings=warnings)
@@ -1122,14 +1130,31 @@ def build_tree(text: str, fallback_title: str) -> ChapterTree:
 _NOT_A_DESCRIPTION = re.compile(r"(?:0x[0-9A-Fa-f]|\d)[\w+*{} ]*|[A-Z/]{1,8}|varies|-+", re.IGNORECASE)
 
 
-def register_summaries(root: Section, registers: list[Register]) -> dict[str, str]:
-    """Register name -> its description in the chapter's summary table (``NAME | Description | ...``).
+@dataclass(frozen=True)
+class SummaryRow:
+    """What a chapter's register summary table says of one register: its description in words and
+    the addresses it lists, each with its column's instance label ("UART1") when there are several."""
+
+    description: str
+    addresses: tuple[tuple[str, str], ...] = ()
+
+
+ABSOLUTE_ADDRESS_PREFIX = "Absolute address (register summary): "
+# below this a documented address is an offset from its peripheral's base (registers.py agrees)
+_ABSOLUTE_FROM = 0x10000
+_HEX_CELL = re.compile(r"0x[0-9A-Fa-f_]+")
+
+
+def register_summaries(root: Section, registers: list[Register]) -> dict[str, SummaryRow]:
+    """Register name -> what the chapter's summary table (``NAME | Description | ...``) says of it.
 
     Summary tables differ in their later columns (one address column, one per instance, sizes), but
     every one starts with the name and its description, so any table row whose first cell is one of
-    this chapter's registers and whose second cell is words gives that register's description. A
-    parameterised register (``LEDC_CHn_CONF0_REG``) is often listed per instance; its first listed
-    instance's words are used, saying which instance they were written for.
+    this chapter's registers and whose second cell is words gives that register's description; its
+    hex cells are its addresses, labelled by the table's ``Name | ...`` header row when it lists
+    several. A parameterised register (``LEDC_CHn_CONF0_REG``) is often listed per instance; its
+    first listed instance's words are used, saying which instance they were written for (and no
+    address: each instance has its own).
     """
     exact = {register.name for register in registers}
     patterns = [
@@ -1137,23 +1162,51 @@ def register_summaries(root: Section, registers: list[Register]) -> dict[str, st
         for register in registers
         if register.param_note and re.fullmatch(r"[A-Z0-9_]*[a-z][A-Z0-9_a-z]*", register.name)
     ]
-    found: dict[str, str] = {}
+    found: dict[str, SummaryRow] = {}
     sections = [root]
     while sections:
         section = sections.pop()
         sections.extend(section.children)
         for block in section.blocks:
+            header: list[str] = []
             for line in block.text.splitlines():
                 cells = [cell.strip() for cell in line.split(" | ")]
+                if cells[0].lower() == "name":
+                    header = cells
+                    continue
                 if len(cells) < 3 or not cells[1] or _NOT_A_DESCRIPTION.fullmatch(cells[1]):
                     continue
                 if cells[0] in exact:
-                    found.setdefault(cells[0], cells[1])
+                    found.setdefault(cells[0], SummaryRow(cells[1], _summary_addresses(cells, header)))
                     continue
                 for pattern, name in patterns:
                     if pattern.fullmatch(cells[0]):
-                        found.setdefault(name, f"{cells[1]} (as listed for {cells[0]})")
+                        found.setdefault(name, SummaryRow(f"{cells[1]} (as listed for {cells[0]})"))
     return found
+
+
+def _summary_addresses(cells: list[str], header: list[str]) -> tuple[tuple[str, str], ...]:
+    columns = [i for i in range(2, len(cells)) if _HEX_CELL.fullmatch(cells[i])]
+    labelled = len(columns) > 1 and len(header) == len(cells)
+    return tuple((header[i] if labelled else "", cells[i]) for i in columns)
+
+
+def absolute_address(register: Register, row: SummaryRow | None) -> str:
+    """The summary's absolute address(es) of a register whose block gives an offset, rendered for
+    its block ("0x3FF01040", or "UART0 0x3FF40050, UART1 0x3FF50050"); "" when the block's address
+    is already absolute, is no plain number, or the summary lists none."""
+    if row is None or not row.addresses or not _HEX_CELL.fullmatch(register.address):
+        return ""
+    if _hex_value(register.address) >= _ABSOLUTE_FROM:
+        return ""
+    absolute = [(label, address) for label, address in row.addresses if _hex_value(address) >= _ABSOLUTE_FROM]
+    if len(absolute) != len(row.addresses):
+        return ""
+    return ", ".join(f"{label} {address}".strip() for label, address in absolute)
+
+
+def _hex_value(text: str) -> int:
+    return int(text.replace("_", ""), 16)
 
 
 def _take_register(

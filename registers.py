@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from chip_vocab import chips, normalize_chip, validate_chip, validate_revision
+from latex_parser import ABSOLUTE_ADDRESS_PREFIX
 from lexicon import TERMS_PREFIX
 from releases import ReleaseIndex, newest_first
 
@@ -86,6 +87,8 @@ def parse_register_block(text: str) -> dict[str, Any]:
     for line in lines[1:]:
         if line.startswith("Address: "):
             register["address"] = line.removeprefix("Address: ").strip()
+        elif line.startswith(ABSOLUTE_ADDRESS_PREFIX):
+            register["absolute_address"] = line.removeprefix(ABSOLUTE_ADDRESS_PREFIX).strip()
         elif line.startswith("Reset value: "):
             register["reset"] = line.removeprefix("Reset value: ").strip()
         elif line.startswith("Summary: "):

@@ -203,10 +203,15 @@ def test_corpus_registers_are_whole_and_not_duplicated(corpus_rows: tuple[int, l
         for block in row["text"].split("\n\n"):
             lines = block.splitlines()
             if len(lines) > 3 and CONTRACT_HEADER.match(lines[0]) and lines[1].startswith("Address: "):
-                optional = [line for line in lines[3:5] if line.startswith(("Summary: ", "Terms: "))]
-                assert lines[2].startswith("Reset value: ") and lines[3 + len(optional)] == "Fields:", lines[
-                    :6
+                absolute = int(lines[2].startswith("Absolute address (register summary): "))
+                reset_at = 2 + absolute
+                optional = [
+                    line
+                    for line in lines[reset_at + 1 : reset_at + 3]
+                    if line.startswith(("Summary: ", "Terms: "))
                 ]
+                assert lines[reset_at].startswith("Reset value: "), lines[:7]
+                assert lines[reset_at + 1 + len(optional)] == "Fields:", lines[:7]
                 if row["chips"] == ["esp32"]:
                     esp32_blocks[(row["file_path"], lines[0])] += 1
     # a register split or duplicated by the chunker would show up twice in its chapter (ESP32 has

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import latex_parser as lp
+import registers as registers_module
 from chunking import Block, Section
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trm"
@@ -359,6 +360,48 @@ def test_parameterised_register_lists_fields_under_their_parameterised_names() -
     assert "- DEMO_PAUSE_U1 [1] (R/W) reset 0x0: Pauses unit n." in per_index.render()
 
 
+def test_a_summary_tables_absolute_addresses_join_the_block_that_gives_an_offset() -> None:
+    # ESP32's summary tables give absolute addresses, one column per instance; its blocks offsets
+    table = "\n".join(
+        (
+            "Name | Description | UART0 | UART1 | UART2 | Acc",
+            "UART_AT_CMD_GAPTOUT_REG | Timeout configuration | 0x3FF40050 | 0x3FF50050 | 0x3FF6E050 | R/W",
+            "UART_ID_REG | Version register | 0x3FF40078 | 0x0078 | 0x3FF6E078 | R/W",
+        )
+    )
+    aes = "Name | Description | Address | Access\nAES_ENDIAN_REG | Endianness config | 0x3FF01040 | R/W"
+    root = Section("UART", children=[Section("Register Summary", blocks=[Block(table), Block(aes)])])
+    gap = lp.Register("UART_AT_CMD_GAPTOUT_REG", "", "0x50")
+    endian = lp.Register("AES_ENDIAN_REG", "", "0x040")
+    version = lp.Register("UART_ID_REG", "", "0x78")
+    summaries = lp.register_summaries(root, [gap, endian, version])
+    every_instance = "UART0 0x3FF40050, UART1 0x3FF50050, UART2 0x3FF6E050"
+    assert lp.absolute_address(gap, summaries[gap.name]) == every_instance
+    assert lp.absolute_address(endian, summaries[endian.name]) == "0x3FF01040"
+    assert lp.absolute_address(version, summaries[version.name]) == "", "a mix of offsets and addresses"
+    # a block that is already absolute, or parameterised, or a summary listing no address: nothing
+    assert lp.absolute_address(lp.Register("X_REG", "", "0x3FF01040"), summaries[endian.name]) == ""
+    assert lp.absolute_address(lp.Register("X_REG", "", "0x10+4*n"), summaries[endian.name]) == ""
+    assert lp.absolute_address(gap, lp.SummaryRow("Timeout configuration")) == ""
+    endian.absolute_address = lp.absolute_address(endian, summaries[endian.name])
+    lines = endian.render().splitlines()
+    assert lines[1:3] == ["Address: 0x040", "Absolute address (register summary): 0x3FF01040"]
+    parsed = registers_module.parse_register_block(endian.render())
+    assert parsed["address"] == "0x040" and parsed["absolute_address"] == "0x3FF01040"
+
+
+def test_a_multirow_cell_whose_width_is_a_bare_star_renders_without_it() -> None:
+    # the manuals write both \multirow{2}{*}{...} and \multirow{2}*{...}: the star is the width,
+    # which was printed before the text, also in a row that goes through pylatexenc (\rowcolor)
+    linked = r"\multirow{2}*{\hyperref[regdesc:UARTCLKDIVREG]{UART\_CLKDIV\_REG}}"
+    assert lp.latex_to_text(linked) == "UART_CLKDIV_REG"
+    assert lp.latex_to_text(r"\multirow{-2}*{0x3FF40014}") == "0x3FF40014"
+    assert lp.latex_to_text(r"\multirow{3}[2]{*}{Bus Type}") == "Bus Type"
+    assert lp.latex_to_text("\\rowcolor{lightgray}\n\\multirow{-2}*{Bus Type}") == "Bus Type"
+    assert lp.latex_to_text(r"\multirow{2}{*}{\textbf{Key} registers}") == "Key registers"
+    assert lp.latex_to_text(r"width $a * b$") == "width a * b"
+
+
 def test_register_summaries_join_the_summary_table_words_to_each_register() -> None:
     table = "\n".join(
         (
@@ -377,8 +420,10 @@ def test_register_summaries_join_the_summary_table_words_to_each_register() -> N
         lp.Register("UART_ID_REG", "", "0x0080"),
     ]
     assert lp.register_summaries(root, registers) == {
-        "UART_CLKDIV_REG": "Clock divider configuration",
-        "LEDC_CHn_CONF0_REG": "Configuration register 0 for channel 0 (as listed for LEDC_CH0_CONF0_REG)",
+        "UART_CLKDIV_REG": lp.SummaryRow("Clock divider configuration", (("", "0x0014"),)),
+        "LEDC_CHn_CONF0_REG": lp.SummaryRow(
+            "Configuration register 0 for channel 0 (as listed for LEDC_CH0_CONF0_REG)"
+        ),
     }, "an address in the description column is not a description"
     registers[0].summary = "Clock divider configuration"
     assert registers[0].render().splitlines()[:4] == [
