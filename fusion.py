@@ -79,6 +79,17 @@ def by_score(ranked: RankedList) -> RankedList:
 # "how many general purpose registers does the ULP have" counts a CPU's registers: a capability, not
 # a question about which register (the register vote sent its answer from 2nd to 7th).
 COUNTED_REGISTERS = re.compile(r"\b(?:how many|number of) (?:[\w-]+ ){0,3}registers\b", re.IGNORECASE)
+# "What address modes does the trace encoder have", "supported bit rates and receive FIFO size": the
+# register words there name a property of the hardware, not where a register is or which bit to
+# set (the register vote sent both answers, the chapter's feature text, below the first ten).
+PROPERTY_COMPOUNDS = re.compile(
+    r"\b(?:bit ?rates?|bit resolution|address (?:modes?|spaces?|ranges?))\b", re.IGNORECASE
+)
+
+
+def register_wording(query: str) -> str:
+    """The question with the compounds that only look like register words blanked out."""
+    return PROPERTY_COMPOUNDS.sub(" ", query)
 
 
 def asks_register(query: str) -> bool:
@@ -87,6 +98,7 @@ def asks_register(query: str) -> bool:
     lengths does the RSA accelerator support"): that asks for a capability, and the register vote
     sent the register blocks that merely hold such fields above the line or feature list that
     states the width."""
+    query = register_wording(query)
     if COUNTED_REGISTERS.search(query):
         return False
     if REGISTER_NAMED.search(query):
@@ -290,6 +302,9 @@ NAME_VOTE_WEIGHT = 0.01
 
 # Name parts abbreviating two words at once (CLKDIV, PCNT) are matched against word pairs from this length.
 COMPOUND_PART_LETTERS = 4
+# Name parts that are no letters-in-order abbreviation of their words: the X of TX and RX, XTAL.
+# Word beginnings, so "receiver", "received" and "transmission" count.
+IRREGULAR_PARTS = {"tx": ("transmit", "send"), "rx": ("receiv", "reception"), "xtal": ("crystal",)}
 
 
 class QuestionWords:
@@ -306,12 +321,13 @@ class QuestionWords:
 
     def spell(self, part: str) -> bool:
         """Whether a name part is one of the question's words, or their abbreviation (ctrl/control,
-        thrhd/threshold, ena/enable, conf/configuration), or at four letters or more the abbreviation
-        of two words in a row (clkdiv/"clock divider"; a shorter part fits too many pairs)."""
+        thrhd/threshold, ena/enable, conf/configuration, rx/receiver), or at four letters or more the
+        abbreviation of two words in a row (clkdiv/"clock divider"; a shorter part fits too many pairs)."""
         if part not in self._spelled:
             part_stem = stem(part)
             self._spelled[part] = any(
-                part == word
+                word.startswith(IRREGULAR_PARTS.get(part, ()))
+                or part == word
                 or part_stem == word_stem
                 or (len(part) >= 3 and word.startswith(part))
                 or is_abbreviation(part, word)
@@ -567,7 +583,7 @@ def answer_kind_votes(
         votes.append(("register definitions", fuse_register_definitions))
     # the headers hold registers and capabilities: a question there that names no register or
     # field ("bit resolution of the DAC", "longest wake-up sequence the UART matches") asks for one
-    names_register = bool(REGISTER_NAMED.search(query))
+    names_register = bool(REGISTER_NAMED.search(register_wording(query)))
     counts = kind == "capability"
     if counts or (doc_type == "src" and not names_register and not field_question):
         votes.append(("capability definitions", fuse_capability_definitions))

@@ -559,6 +559,29 @@ def test_a_question_that_counts_in_bits_without_naming_a_register_is_no_register
     assert _kind_order([register, features], "which bit sets the LEDC timer duty resolution", "trm") == [1, 2]
 
 
+def test_a_property_named_with_register_words_is_no_register_question() -> None:
+    register = {
+        "text": "TWAI > Registers\n\nRegister TWAI_BUS_TIMING_0_REG\nAddress: 0x0018\n- TWAI_BAUD_PRESC",
+        "section_path": "Two-wire Automotive Interface (TWAI) > Registers",
+        "file_path": "ESP32-H2/34-TWAI__EN",
+    }
+    features = {
+        "text": "- Bit rates from 1 Kbit/s to 1 Mbit/s\n- 64-byte Receive FIFO",
+        "section_path": "Two-wire Automotive Interface (TWAI) > Features",
+        "file_path": "ESP32-H2/34-TWAI__EN",
+    }
+    question = "TWAI controller supported bit rates and receive FIFO size"
+    assert not fusion.asks_register(question)
+    assert not fusion.asks_register("what address modes does the RISC-V trace encoder have")
+    assert not fusion.asks_register("how much external RAM address space can be mapped")
+    assert _kind_order([features, register], question, "trm") == [1, 2], "no register vote lifts the block"
+    # the same words asking for a register or a bit still do
+    assert fusion.asks_register("TWAI bit rate prescaler register address")
+    assert fusion.asks_register("which bit selects the trace encoder's address mode")
+    asked = "which register sets the TWAI bit rate prescaler"
+    assert _kind_order([features, register], asked, "trm") == [2, 1]
+
+
 def test_a_register_question_with_an_instance_number_votes_for_names_carrying_it() -> None:
     def block(name: str) -> dict:
         return {
@@ -717,6 +740,13 @@ def test_register_names_the_question_spells_out_lift_their_block_above_siblings(
     assert fusion.name_coverage("Register PCNT_U0_CONF0_REG\nAddress: 0x0000", control) == 0.5
     divider = fusion.QuestionWords("register that holds the UART baud rate clock divider")
     assert fusion.name_coverage("Register UART_CLKDIV_REG\nAddress: 0x0014", divider) == 1.0
+    # TX and RX abbreviate by convention, not by their letters
+    receiver = fusion.QuestionWords("select the data bus width of the parallel IO receiver")
+    rx_block = "Register PARL_IO_RX_DATA_CFG_REG\nAddress: 0x0000\n- PARL_IO_RX_BUS_WID_SEL [2:0]"
+    tx_block = "Register PARL_IO_TX_DATA_CFG_REG\nAddress: 0x0008\n- PARL_IO_TX_BUS_WID_SEL [2:0]"
+    assert fusion.name_coverage(rx_block, receiver) > fusion.name_coverage(tx_block, receiver)
+    assert fusion.QuestionWords("bytes transmitted").spell("tx") and not receiver.spell("tx")
+    assert fusion.QuestionWords("external crystal frequency").spell("xtal")
     # a part under four letters is no abbreviation of a word pair: "in the" is no INT
     assert not fusion.QuestionWords("status bit in the loop").spell("int")
     card = "components/soc/esp32c3/include/soc/uart_reg.h\n\nUART_CONF0_REG = DR_REG_UART_BASE + 0x20\n"
