@@ -400,6 +400,17 @@ def _in_reference(row: dict[str, Any]) -> bool:
 # passage that states one: a Kconfig option's "Default value:" list, a struct member's "default is",
 # "(default: 5000)". The guide prose that names the same option ranks above it on every other word.
 DEFAULT_INTENT = re.compile(r"\bdefaults?\b", re.IGNORECASE)
+# ... but not the word inside the name of a thing: "post an event to the default event loop", "give
+# different sdkconfig defaults for each target" ask about the loop and the file, and the vote sent
+# their answers below the options that state some default (4th and 9th).
+NAMED_DEFAULTS = re.compile(r"\b(?:default event loops?|sdkconfig[. ]defaults(?:\.\w+)?)\b", re.IGNORECASE)
+
+
+def asks_default(query: str) -> bool:
+    """Whether the question asks for a default value (or what happens by default)."""
+    return bool(DEFAULT_INTENT.search(NAMED_DEFAULTS.sub(" ", query)))
+
+
 STATES_DEFAULT = re.compile(
     r"^Default value:|\bdefaults? (?:value|is|to)\b|\(default[: ]|\bDefault:", re.MULTILINE | re.IGNORECASE
 )
@@ -596,7 +607,7 @@ def answer_kind_votes(
         votes.append(("API reference", lambda ranked: fuse_api_reference(ranked, query)))
     if OPTION_INTENT.search(query) and (doc_type == "idf" or (doc_type is None and not register_question)):
         votes.append(("Kconfig options", fuse_kconfig_options))
-    if DEFAULT_INTENT.search(query):
+    if asks_default(query):
         votes.append(("default statements", fuse_default_statements))
     if doc_type != "src" and asks_stated_count(query):
         votes.append(("counted nouns", lambda ranked: fuse_counted_nouns(ranked, query)))

@@ -627,6 +627,11 @@ def test_a_question_about_a_default_votes_for_passages_that_state_one() -> None:
     }
     assert fusion.DEFAULT_INTENT.search("stack size of the task that runs app_main and its default")
     assert not fusion.DEFAULT_INTENT.search("stack size of the task that runs app_main")
+    # the default event loop and sdkconfig.defaults are things, not default values
+    assert not fusion.asks_default("post an event to the default event loop from an interrupt handler")
+    assert not fusion.asks_default("how do I give different sdkconfig defaults for each target chip")
+    assert fusion.asks_default("default stack size of the system event loop task")
+    assert fusion.asks_default("which events does the default event loop get by default")
     fused = fusion.fuse_default_statements([guide, option, member])
     assert [row["_rowid"] for row in fused] == [2, 3, 1], "one vote each, in fused order: 1/61 and 1/62"
 
