@@ -519,16 +519,29 @@ def fuse_pin_lists(ranked: RankedList) -> RankedList:
 _UNITS = r"(?:bits?|bytes?|[kmg]?hz|ms|us|ns|seconds?|s|v|mv|ma|words?|kb|mb|times|px)"
 QUERY_NUMBER = re.compile(rf"(?<![\w.\-])(\d{{1,2}})(?![\w.])(?!\s*(?:{_UNITS}\b|%))", re.IGNORECASE)
 _INSTANCE = re.compile(r"(?:^|[A-Za-z])(\d+)$")
+# A parameterised register stands for every instance its heading lists: DMA2D_OUT_SCRAMBLE_CHn_REG
+# (n: 0-3) is TX channel 0's register too, and lost to DMA2D_OUT_CONF0_CHn_REG, whose 0 is no channel.
+PARAMETER_NOTE = re.compile(r"^Register \w+ \(([^)]*)\)", re.MULTILINE)
+_PARAMETER_VALUES = re.compile(r"\b[a-z]\s*[:=]\s*([\d,\s\-]+)")
+_MAX_RANGE = 256
 
 
 def instance_numbers(text: str) -> set[int]:
-    """The instance numbers of the register and field names a passage defines."""
+    """The instance numbers of the register and field names a passage defines, and those its
+    parameterised registers' headings list ("(n: 0-3)", "(m = 2, 3)")."""
     numbers = set()
     for match in DEFINED_NAME.finditer(text):
         name = next(group for group in match.groups() if group)
         for part in name.split("_"):
             if (digits := _INSTANCE.search(part)) is not None:
                 numbers.add(int(digits.group(1)))
+    for note in PARAMETER_NOTE.finditer(text):
+        for values in _PARAMETER_VALUES.finditer(note.group(1)):
+            for item in values.group(1).split(","):
+                low, _, high = item.strip().partition("-")
+                if low.isdigit() and (not high or high.isdigit()):
+                    last = int(high or low)
+                    numbers.update(range(int(low), min(last, int(low) + _MAX_RANGE) + 1))
     return numbers
 
 

@@ -596,6 +596,13 @@ def test_a_register_question_with_an_instance_number_votes_for_names_carrying_it
     assert _kind_order([one, zero], "bus timing register for a 16 bit prescaler at 80 MHz", "trm") == [1, 2]
     assert fusion.instance_numbers(block("I2C_SCL_LOW_PERIOD_REG")["text"]) == set()
     assert fusion.instance_numbers("Register EFUSE_RD_RS_ERR0_REG\n- EFUSE_BLK1_ERR_NUM [2:0]") == {0, 1}
+    # a parameterised register is every instance its heading lists; CONF0's 0 numbers no channel
+    channels = block("DMA2D_OUT_SCRAMBLE_CHn_REG (n: 0-3)")
+    conf0 = block("DMA2D_OUT_CONF0_CHn_REG (n: 0-3)")
+    assert fusion.instance_numbers(channels["text"]) == {0, 1, 2, 3}
+    assert fusion.instance_numbers("Register A_m_REG (m = 4, 5)\nAddress: 0x0") == {4, 5}
+    question = "2D-DMA register that configures byte scrambling on TX channel 0"
+    assert _kind_order([channels, conf0], question, "trm") == [1, 2], "both get the instance vote"
 
 
 def test_a_question_about_an_option_votes_for_kconfig_options() -> None:
