@@ -148,6 +148,14 @@ eval-ninth:
 eval-tenth:
     uv run eval_retrieval.py eval/tenth_final_queries.jsonl --db {{db}} --via-mcp
 
+# 64 more in the dev set's category counts (twelfth session), scored once before their misses were read.
+eval-eleventh:
+    uv run eval_retrieval.py eval/eleventh_check_queries.jsonl --db {{db}} --via-mcp
+
+# 64 more in the dev set's category counts (twelfth session), scored before and after its changes, never read.
+eval-twelfth:
+    uv run eval_retrieval.py eval/twelfth_final_queries.jsonl --db {{db}} --via-mcp
+
 # Release questions (eval/release_queries.jsonl, needs a store holding master and v5.5 of esp32/esp32c3), scored with and without idf_version; healthy: hit@5 near 1 with it, wrong release first 0.
 eval-releases:
     uv run eval_retrieval.py eval/release_queries.jsonl --db {{db}} --via-mcp
