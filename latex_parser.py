@@ -504,6 +504,8 @@ def _ref_text(node: latexwalker.LatexMacroNode, l2tobj: LatexNodes2Text) -> str:
 _TRM_MACROS: tuple[tuple[str, str, str | Callable | None], ...] = (
     ("label", "{", ""),
     ("hypertarget", "{{", _last_arg_text),
+    ("hyperlink", "{{", _last_arg_text),
+    ("index", "{", ""),
     ("hyperref", "[{", _last_arg_text),
     ("href", "{{", _last_arg_text),
     ("url", "{", _last_arg_text),

@@ -402,6 +402,14 @@ def test_a_multirow_cell_whose_width_is_a_bare_star_renders_without_it() -> None
     assert lp.latex_to_text(r"width $a * b$") == "width a * b"
 
 
+def test_a_hyperlink_renders_its_text_and_an_index_entry_nothing() -> None:
+    # "RTC FAST Memory | PRO_CPU_OnlyPRO_CPU Only" before: the target was printed too
+    assert lp.latex_to_text(r"\hyperlink{PRO_CPU_Only}{PRO\_CPU Only}") == "PRO_CPU Only"
+    assert lp.latex_to_text(r"see the \hyperlink{glossary}{Glossary}.") == "see the Glossary."
+    # an index entry prints nothing where it stands ("VDD_SDIOVDD_SDIO can source ..." before)
+    assert lp.latex_to_text(r"VDD\_SDIO\index{VDD\_SDIO} can source") == "VDD_SDIO can source"
+
+
 def test_register_summaries_join_the_summary_table_words_to_each_register() -> None:
     table = "\n".join(
         (
