@@ -35,6 +35,7 @@ from lancedb.index import FTS, Bitmap, BTree, LabelList
 from tqdm import tqdm
 
 from chip_vocab import DOC_TYPES, validate_doc_type
+from latex_parser import ABSOLUTE_ADDRESS_PREFIX
 from provenance import UNKNOWN, Provenance, source_provenance
 from registers import parse_register_block
 from releases import split_source
@@ -236,8 +237,8 @@ LEAD_WORDS = 12
 # A chunk that is one TRM register block (heading line, then "Register X" / "Address: ..."): its later
 # fields get windows led by its name and summary, and its excerpt keeps those lines (results.py).
 REGISTER_BLOCK = re.compile(
-    r"(?P<head>[^\n]*\n\n?Register \S+[^\n]*)\nAddress: [^\n]*\n(?:Absolute address[^\n]*\n)?"
-    r"(?:Reset value: [^\n]*\n)?"
+    r"(?P<head>[^\n]*\n\n?Register \S+[^\n]*)\nAddress: [^\n]*\n"
+    rf"(?:{re.escape(ABSOLUTE_ADDRESS_PREFIX)}[^\n]*\n)?(?:Reset value: [^\n]*\n)?"
     r"(?:Summary: [^\n]*\n)?"
 )
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lexicon import is_abbreviation, name_parts, stem
+from registers import parameter_ranges
 from results import STOPWORDS, query_terms
 
 RRF_K = 60
@@ -87,9 +88,10 @@ PROPERTY_COMPOUNDS = re.compile(
 )
 
 
-def register_wording(query: str) -> str:
-    """The question with the compounds that only look like register words blanked out."""
-    return PROPERTY_COMPOUNDS.sub(" ", query)
+def names_register(query: str) -> bool:
+    """Whether the question names a register, field, address, offset or reset value (the compounds
+    that only look like register words left out)."""
+    return bool(REGISTER_NAMED.search(PROPERTY_COMPOUNDS.sub(" ", query)))
 
 
 def asks_register(query: str) -> bool:
@@ -98,12 +100,12 @@ def asks_register(query: str) -> bool:
     lengths does the RSA accelerator support"): that asks for a capability, and the register vote
     sent the register blocks that merely hold such fields above the line or feature list that
     states the width."""
-    query = register_wording(query)
     if COUNTED_REGISTERS.search(query):
         return False
-    if REGISTER_NAMED.search(query):
+    if names_register(query):
         return True
-    return bool(REGISTER_INTENT.search(query)) and not CAPABILITY_INTENT.search(query)
+    wording = PROPERTY_COMPOUNDS.sub(" ", query)
+    return bool(REGISTER_INTENT.search(wording)) and not CAPABILITY_INTENT.search(wording)
 
 
 # A question of more content words than this besides its identifiers is about something else than
@@ -522,8 +524,8 @@ _INSTANCE = re.compile(r"(?:^|[A-Za-z])(\d+)$")
 # A parameterised register stands for every instance its heading lists: DMA2D_OUT_SCRAMBLE_CHn_REG
 # (n: 0-3) is TX channel 0's register too, and lost to DMA2D_OUT_CONF0_CHn_REG, whose 0 is no channel.
 PARAMETER_NOTE = re.compile(r"^Register \w+ \(([^)]*)\)", re.MULTILINE)
-_PARAMETER_VALUES = re.compile(r"\b[a-z]\s*[:=]\s*([\d,\s\-]+)")
-_MAX_RANGE = 256
+# QUERY_NUMBER reads one or two digits: a heading's spans matter only that far
+_LAST_QUERY_NUMBER = 99
 
 
 def instance_numbers(text: str) -> set[int]:
@@ -536,12 +538,9 @@ def instance_numbers(text: str) -> set[int]:
             if (digits := _INSTANCE.search(part)) is not None:
                 numbers.add(int(digits.group(1)))
     for note in PARAMETER_NOTE.finditer(text):
-        for values in _PARAMETER_VALUES.finditer(note.group(1)):
-            for item in values.group(1).split(","):
-                low, _, high = item.strip().partition("-")
-                if low.isdigit() and (not high or high.isdigit()):
-                    last = int(high or low)
-                    numbers.update(range(int(low), min(last, int(low) + _MAX_RANGE) + 1))
+        for listed in parameter_ranges(note.group(1)).values():
+            for low, high in listed.spans if listed else ():
+                numbers.update(range(low, min(high, _LAST_QUERY_NUMBER) + 1))
     return numbers
 
 
@@ -607,11 +606,11 @@ def answer_kind_votes(
         votes.append(("register definitions", fuse_register_definitions))
     # the headers hold registers and capabilities: a question there that names no register or
     # field ("bit resolution of the DAC", "longest wake-up sequence the UART matches") asks for one
-    names_register = bool(REGISTER_NAMED.search(register_wording(query)))
+    register_named = names_register(query)
     counts = kind == "capability"
-    if counts or (doc_type == "src" and not names_register and not field_question):
+    if counts or (doc_type == "src" and not register_named and not field_question):
         votes.append(("capability definitions", fuse_capability_definitions))
-    if doc_type == "trm" and counts and not names_register:
+    if doc_type == "trm" and counts and not register_named:
         votes.append(("feature lists", fuse_feature_lists))
     if register_question or field_question:
         votes.append(("register names", lambda ranked: fuse_register_names(ranked, words)))

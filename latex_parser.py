@@ -1142,8 +1142,8 @@ class SummaryRow:
 
 
 ABSOLUTE_ADDRESS_PREFIX = "Absolute address (register summary): "
-# below this a documented address is an offset from its peripheral's base (registers.py agrees)
-_ABSOLUTE_FROM = 0x10000
+# below this a documented address is an offset from its peripheral's base (registers.py reads it too)
+OFFSET_LIMIT = 0x10000
 _HEX_CELL = re.compile(r"0x[0-9A-Fa-f_]+")
 
 
@@ -1199,9 +1199,9 @@ def absolute_address(register: Register, row: SummaryRow | None) -> str:
     is already absolute, is no plain number, or the summary lists none."""
     if row is None or not row.addresses or not _HEX_CELL.fullmatch(register.address):
         return ""
-    if _hex_value(register.address) >= _ABSOLUTE_FROM:
+    if _hex_value(register.address) >= OFFSET_LIMIT:
         return ""
-    absolute = [(label, address) for label, address in row.addresses if _hex_value(address) >= _ABSOLUTE_FROM]
+    absolute = [(label, address) for label, address in row.addresses if _hex_value(address) >= OFFSET_LIMIT]
     if len(absolute) != len(row.addresses):
         return ""
     return ", ".join(f"{label} {address}".strip() for label, address in absolute)

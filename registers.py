@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from chip_vocab import chips, normalize_chip, validate_chip, validate_revision
-from latex_parser import ABSOLUTE_ADDRESS_PREFIX
+from latex_parser import ABSOLUTE_ADDRESS_PREFIX, OFFSET_LIMIT
 from lexicon import TERMS_PREFIX
 from releases import ReleaseIndex, newest_first
 
@@ -35,7 +35,8 @@ _FIELD_LINE = re.compile(
 _SUMMARY_ROW = re.compile(r"^([A-Z][A-Z0-9_]*) \| (?:[^|\n]* \| (0x[0-9A-Fa-f_]+) \|)?", re.MULTILINE)
 _REGISTER_LINE = re.compile(r"^Register (?P<name>\S+)(?: \((?P<note>.*)\))?\s*$")
 # "n: 0-7", "n: 0-21, 26-48", "x: 0-19, 20^1, 21-23" (a footnote mark), "n: GPIO0-GPIO21, GPIO26-GPIO46"
-_PARAM_SPEC = re.compile(r"([A-Za-z]\w*)\s*:\s*(.*?)(?=,\s*[A-Za-z]\w*\s*:|$)")
+# "n: 0-7", and as a few manuals write it, "m = 2, 3"
+_PARAM_SPEC = re.compile(r"([A-Za-z]\w*)\s*[:=]\s*(.*?)(?=,\s*[A-Za-z]\w*\s*[:=]|$)")
 _PARAM_SPAN = re.compile(r"([A-Za-z]*)(\d+)(?:\^\d+)?(?:\s*[-~–]\s*([A-Za-z]*)(\d+)(?:\^\d+)?)?")
 _CARD_LINE = re.compile(
     r"^(?P<name>[A-Za-z_]\w*)(?P<params>\([^)]*\))? = (?P<value>.+?)(?:  // (?P<desc>.*))?$"
@@ -58,7 +59,6 @@ _LINKER_SCRIPT = ".peripherals.ld"  # components/soc/<chip>/ld/<chip>.peripheral
 # accessors that read hardware: an address computed with one exists only at run time
 _RUNTIME_READS = frozenset(("REG_READ", "REG_GET_FIELD", "REG_GET_BIT", "READ_PERI_REG", "GET_PERI_REG_MASK"))
 _MAX_ROWS = 200_000
-_OFFSET_LIMIT = 0x10000  # documented addresses below this are offsets from a peripheral base
 _INSTANCE_LIMIT = 16
 _MAX_INSTANCES = 256  # instances of one parameterised manual register put in the address map
 
@@ -78,7 +78,7 @@ def parse_register_block(text: str) -> dict[str, Any]:
         raise ValueError(f"not a register block: expected 'Register NAME' first, got {lines[:1]!r}")
     register: dict[str, Any] = {
         "name": head.group("name"),
-        "parameters": _parameter_ranges(head.group("note") or ""),
+        "parameters": parameter_ranges(head.group("note") or ""),
         "parameter_note": head.group("note"),
         "address": None,
         "reset": None,
@@ -129,7 +129,7 @@ class ParameterRange:
         return [value for low, high in self.spans for value in range(low, high + 1)]
 
 
-def _parameter_ranges(note: str) -> dict[str, ParameterRange | None]:
+def parameter_ranges(note: str) -> dict[str, ParameterRange | None]:
     """``n: 0-7`` -> {"n": spans ((0, 7),)}; ``n: 0-21, 26-48`` keeps both spans. A parameter whose
     values are not all numbers (or spans of them) under one prefix maps to None: range unknown."""
     ranges: dict[str, ParameterRange | None] = {}
@@ -565,7 +565,7 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
         if "Register Summary" in row["section_path"]:
             for name, address in _SUMMARY_ROW.findall(row["text"]):
                 index.summary_names.setdefault(name, row["file_path"])
-                if address and (value := int(address.replace("_", ""), 16)) >= _OFFSET_LIMIT:
+                if address and (value := int(address.replace("_", ""), 16)) >= OFFSET_LIMIT:
                     index.summary_addresses.setdefault(value, row["file_path"])
         if "Register " not in row["text"]:
             continue
@@ -694,7 +694,7 @@ def _collect_memory_map(row: dict[str, Any], index: ChipIndex) -> None:
         return
     for match in _MAP_ROW.finditer(row["text"]):
         name, low = match.group("name").strip(" *"), int(match.group("low").replace("_", ""), 16)
-        if low >= _OFFSET_LIMIT and name and name.lower() != "reserved":
+        if low >= OFFSET_LIMIT and name and name.lower() != "reserved":
             index.memory_map.append((name, low, row))
 
 
@@ -1132,7 +1132,7 @@ def _absolute_answer(
                 ]
         return out
     offset = _parse_offset(answer.get("address"))
-    if offset is not None and offset >= _OFFSET_LIMIT:
+    if offset is not None and offset >= OFFSET_LIMIT:
         return {"address_absolute": f"0x{offset:08X}", "absolute_from": "the manual gives it absolute"}
     uses = _expression_base(index, defines)
     base = _chapter_base(index, answer.get("file_path"), answer.get("documented_as") or answer["name"], uses)
@@ -1744,7 +1744,7 @@ def _manual_addresses(index: ChipIndex) -> list[tuple[str, int]]:
             offset = _parse_offset(_instance_address(register["address"], instance))
             if offset is None:
                 continue
-            if offset >= _OFFSET_LIMIT:
+            if offset >= OFFSET_LIMIT:
                 found.append((name, offset))
                 continue
             uses = _expression_base(index, [index.macros[name]]) if name in index.macros else None
@@ -1881,7 +1881,7 @@ def _address_not_found(index: ChipIndex, address: int) -> str:
     """Why nothing answers at ``address``: below every peripheral, a block nothing documents, a
     reserved gap between two named registers, or past the last register of its block."""
     head = f"no register at 0x{address:X} on {index.chip}"
-    hint = " (an offset? pass peripheral=..., e.g. UART)" if address < _OFFSET_LIMIT else ""
+    hint = " (an offset? pass peripheral=..., e.g. UART)" if address < OFFSET_LIMIT else ""
     owners = index.base_owners()
     owner = index.owning_base(address)
     if owner is None:

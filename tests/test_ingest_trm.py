@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import ingest_trm
+import latex_parser
 from schema import read_jsonl, validate_row
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trm"
@@ -203,7 +204,7 @@ def test_corpus_registers_are_whole_and_not_duplicated(corpus_rows: tuple[int, l
         for block in row["text"].split("\n\n"):
             lines = block.splitlines()
             if len(lines) > 3 and CONTRACT_HEADER.match(lines[0]) and lines[1].startswith("Address: "):
-                absolute = int(lines[2].startswith("Absolute address (register summary): "))
+                absolute = int(lines[2].startswith(latex_parser.ABSOLUTE_ADDRESS_PREFIX))
                 reset_at = 2 + absolute
                 optional = [
                     line

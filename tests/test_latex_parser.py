@@ -399,7 +399,6 @@ def test_a_multirow_cell_whose_width_is_a_bare_star_renders_without_it() -> None
     assert lp.latex_to_text(r"\multirow{3}[2]{*}{Bus Type}") == "Bus Type"
     assert lp.latex_to_text("\\rowcolor{lightgray}\n\\multirow{-2}*{Bus Type}") == "Bus Type"
     assert lp.latex_to_text(r"\multirow{2}{*}{\textbf{Key} registers}") == "Key registers"
-    assert lp.latex_to_text(r"width $a * b$") == "width a * b"
 
 
 def test_a_hyperlink_renders_its_text_and_an_index_entry_nothing() -> None:

@@ -120,10 +120,11 @@ def test_parse_register_block_reads_parameter_ranges_and_rejects_other_text() ->
             {"n": registers.ParameterRange(((0, 1),)), "m": registers.ParameterRange(((0, 3),))},
         ),
         ("n: see the table", {"n": None}),
+        ("m = 4, 5", {"m": registers.ParameterRange(((4, 4), (5, 5)))}),  # a few manuals write "="
     ],
 )
 def test_parameter_notes_keep_every_span_and_a_named_prefix(note: str, parameters: dict[str, Any]) -> None:
-    assert registers._parameter_ranges(note) == parameters
+    assert registers.parameter_ranges(note) == parameters
 
 
 def test_an_instance_past_a_gap_or_spelled_with_a_prefix_is_the_manuals_register() -> None:
@@ -144,6 +145,25 @@ def test_an_instance_past_a_gap_or_spelled_with_a_prefix_is_the_manuals_register
     names = [name for name, _ in registers.manual_instances(index.trm["IO_MUX_n_REG"][0].register)]
     assert names[:2] == ["IO_MUX_GPIO0_REG", "IO_MUX_GPIO1_REG"] and "IO_MUX_GPIO26_REG" in names
     assert len(names) == 22 + 21
+
+
+def test_a_parameter_note_written_with_equals_keeps_channels_apart() -> None:
+    # ESP32-C3's RMT documents channels 0-1 and 2-3 as two registers, "(n = 0, 1)" and "(m = 2, 3)":
+    # unread, the second matched any instance and channel 2 was answered with channel 0's address
+    index = registers.ChipIndex("esp32c3", None)
+    text = (
+        "RMT > Registers\n\nRegister RMT_CHnCONF0_REG (n = 0, 1)\nAddress: 0x0010, 0x0014\n\n"
+        "Register RMT_CHmCONF0_REG (m = 2, 3)\nAddress: 0x0018, 0x0020"
+    )
+    for register in registers.register_blocks(text):
+        index.trm[register["name"]] = [registers.TrmEntry(register, {})]
+        index.parameterised.append(
+            (registers.parameter_regex(register["name"], register["parameters"]), register["name"])
+        )
+    found = registers._find_trm(index, "RMT_CH2CONF0_REG")
+    assert found is not None and found[0].register["name"] == "RMT_CHmCONF0_REG"
+    found = registers._find_trm(index, "RMT_CH1CONF0_REG")
+    assert found is not None and found[0].register["name"] == "RMT_CHnCONF0_REG"
 
 
 def test_register_blocks_splits_a_chunk_and_ignores_prose() -> None:
