@@ -490,14 +490,22 @@ def fuse_counted_nouns(ranked: RankedList, query: str) -> RankedList:
 # functional description and the register blocks around it use the same words for one detail each.
 # Half a vote, in fused order, for those sections.
 FEATURE_SECTION = re.compile(r"(?:^|> )(?:Features|Feature List|Overview|Introduction)$")
+# A short chapter's introduction and feature list are merged into the chapter's first chunk, whose
+# section path is the chapter title alone ("ECC Hardware Accelerator (ECC)": Introduction, Features,
+# Terminology); its "# Features" heading inside the text says it holds them. Overview and
+# Introduction headings are not read there: they open chunks that hold much else besides.
+FEATURE_HEADING = re.compile(r"^#+ (?:Features|Feature List)$", re.MULTILINE)
 FEATURE_VOTE_WEIGHT = 0.5
+
+
+def holds_feature_list(row: dict[str, Any]) -> bool:
+    """Whether a passage is, or holds, a manual chapter's feature list, overview or introduction."""
+    return bool(FEATURE_SECTION.search(row["section_path"]) or FEATURE_HEADING.search(row["text"]))
 
 
 def fuse_feature_lists(ranked: RankedList) -> RankedList:
     """Half a reciprocal-rank vote for a manual chapter's feature list, overview or introduction."""
-    return vote_for(
-        ranked, lambda row: bool(FEATURE_SECTION.search(row["section_path"])), FEATURE_VOTE_WEIGHT
-    )
+    return vote_for(ranked, holds_feature_list, FEATURE_VOTE_WEIGHT)
 
 
 # "Which pins does the USB-JTAG use", "which GPIOs are strapping pins": the answer names pins. One

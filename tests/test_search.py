@@ -542,6 +542,26 @@ def test_a_capability_question_in_a_manual_votes_for_the_chapters_feature_list()
     assert _kind_order([detail, features], "MIPI CSI register with the number of data lanes", "trm") == [1, 2]
 
 
+def test_a_feature_list_merged_into_the_chapters_first_chunk_is_voted_for_by_its_heading() -> None:
+    function = {
+        "text": "ECC Hardware Accelerator (ECC) > Function Description\n\n"
+        "The ECC accelerator computes on the elliptic curve in the working mode that software selects.",
+        "section_path": "ECC Hardware Accelerator (ECC) > Function Description",
+        "file_path": "ESP8684/16-ECC__EN",
+    }
+    head = {
+        "text": "ECC Hardware Accelerator (ECC)\n\n# Introduction\n\nECC is public-key cryptography.\n\n"
+        "# Features\n\n* Two different elliptic curves, namely P-192 and P-256\n\n* Seven working modes",
+        "section_path": "ECC Hardware Accelerator (ECC)",
+        "file_path": "ESP8684/16-ECC__EN",
+    }
+    summary = {**head, "text": "ECC Hardware Accelerator (ECC)\n\n# Register Summary\n\nECC_MULT_INT_RAW_REG"}
+    question = "which elliptic curves and how many working modes does the ECC accelerator support"
+    assert fusion.holds_feature_list(head) and not fusion.holds_feature_list(summary)
+    assert _kind_order([function, head], question, "trm") == [2, 1]
+    assert _kind_order([function, summary], question, "trm") == [1, 2], "the chapter title earns nothing"
+
+
 def test_a_question_that_counts_in_bits_without_naming_a_register_is_no_register_question() -> None:
     register = {
         "text": "LEDC > Registers\n\nRegister LEDC_TIMER0_CONF_REG\nAddress: 0x00A0\n- LEDC_DUTY_RES [4:0]",
