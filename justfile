@@ -156,6 +156,10 @@ eval-eleventh:
 eval-twelfth:
     uv run eval_retrieval.py eval/twelfth_final_queries.jsonl --db {{db}} --via-mcp
 
+# 64 more in the dev set's category counts (thirteenth session), scored before and after its change, never read.
+eval-thirteenth:
+    uv run eval_retrieval.py eval/thirteenth_final_queries.jsonl --db {{db}} --via-mcp
+
 # Release questions (eval/release_queries.jsonl, needs a store holding master and v5.5 of esp32/esp32c3), scored with and without idf_version; healthy: hit@5 near 1 with it, wrong release first 0.
 eval-releases:
     uv run eval_retrieval.py eval/release_queries.jsonl --db {{db}} --via-mcp
