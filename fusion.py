@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lexicon import is_abbreviation, name_parts, stem
-from registers import parameter_ranges
+from registers import REGISTER_HEADING, parameter_ranges
 from results import STOPWORDS, query_terms
 
 RRF_K = 60
@@ -531,8 +531,7 @@ QUERY_NUMBER = re.compile(rf"(?<![\w.\-])(\d{{1,2}})(?![\w.])(?!\s*(?:{_UNITS}\b
 _INSTANCE = re.compile(r"(?:^|[A-Za-z])(\d+)$")
 # A parameterised register stands for every instance its heading lists: DMA2D_OUT_SCRAMBLE_CHn_REG
 # (n: 0-3) is TX channel 0's register too, and lost to DMA2D_OUT_CONF0_CHn_REG, whose 0 is no channel.
-PARAMETER_NOTE = re.compile(r"^Register \w+ \(([^)]*)\)", re.MULTILINE)
-# QUERY_NUMBER reads one or two digits: a heading's spans matter only that far
+# QUERY_NUMBER reads one or two digits, so a heading's spans are read only that far.
 _LAST_QUERY_NUMBER = 99
 
 
@@ -545,9 +544,11 @@ def instance_numbers(text: str) -> set[int]:
         for part in name.split("_"):
             if (digits := _INSTANCE.search(part)) is not None:
                 numbers.add(int(digits.group(1)))
-    for note in PARAMETER_NOTE.finditer(text):
-        for listed in parameter_ranges(note.group(1)).values():
-            for low, high in listed.spans if listed else ():
+    for heading in REGISTER_HEADING.finditer(text):
+        for listed in parameter_ranges(heading.group("note") or "").values():
+            if listed is None:  # a range the heading does not spell in numbers
+                continue
+            for low, high in listed.spans:
                 numbers.update(range(low, min(high, _LAST_QUERY_NUMBER) + 1))
     return numbers
 

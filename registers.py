@@ -33,7 +33,8 @@ _FIELD_LINE = re.compile(
 )
 # a register summary table's row: its Name cell, and its Address cell when the manual prints one
 _SUMMARY_ROW = re.compile(r"^([A-Z][A-Z0-9_]*) \| (?:[^|\n]* \| (0x[0-9A-Fa-f_]+) \|)?", re.MULTILINE)
-_REGISTER_LINE = re.compile(r"^Register (?P<name>\S+)(?: \((?P<note>.*)\))?\s*$")
+# a register block's heading line; MULTILINE so that fusion can find every heading in a chunk
+REGISTER_HEADING = re.compile(r"^Register (?P<name>\S+)(?: \((?P<note>.*)\))?[ \t]*$", re.MULTILINE)
 # "n: 0-7", "n: 0-21, 26-48", "x: 0-19, 20^1, 21-23" (a footnote mark), "n: GPIO0-GPIO21, GPIO26-GPIO46"
 # "n: 0-7", and as a few manuals write it, "m = 2, 3"
 _PARAM_SPEC = re.compile(r"([A-Za-z]\w*)\s*[:=]\s*(.*?)(?=,\s*[A-Za-z]\w*\s*[:=]|$)")
@@ -73,7 +74,7 @@ def parse_register_block(text: str) -> dict[str, Any]:
     format, so a whole chunk tail may be passed.
     """
     lines = text.strip().splitlines()
-    head = _REGISTER_LINE.match(lines[0]) if lines else None
+    head = REGISTER_HEADING.match(lines[0]) if lines else None
     if head is None:
         raise ValueError(f"not a register block: expected 'Register NAME' first, got {lines[:1]!r}")
     register: dict[str, Any] = {
@@ -87,14 +88,14 @@ def parse_register_block(text: str) -> dict[str, Any]:
     for line in lines[1:]:
         if line.startswith("Address: "):
             register["address"] = line.removeprefix("Address: ").strip()
-        elif line.startswith(ABSOLUTE_ADDRESS_PREFIX):
-            register["absolute_address"] = line.removeprefix(ABSOLUTE_ADDRESS_PREFIX).strip()
         elif line.startswith("Reset value: "):
             register["reset"] = line.removeprefix("Reset value: ").strip()
         elif line.startswith("Summary: "):
             register["summary"] = line.removeprefix("Summary: ").strip()
-        elif line.startswith(TERMS_PREFIX):
-            continue  # the lexicon's expansions of the names: an index aid, not a register fact
+        elif line.startswith((TERMS_PREFIX, ABSOLUTE_ADDRESS_PREFIX)):
+            # the lexicon's expansions of the names, and the summary table's absolute addresses:
+            # search aids (the register tool derives the absolute address itself: _absolute_answer)
+            continue
         elif line.strip() == "Fields:":
             continue
         elif (match := _FIELD_LINE.match(line)) is not None:
@@ -108,7 +109,7 @@ def register_blocks(text: str) -> list[dict[str, Any]]:
     """Every register rendered in one chunk's text, in order."""
     lines = text.splitlines()
     starts = [
-        i for i, line in enumerate(lines) if line.startswith("Register ") and _REGISTER_LINE.match(line)
+        i for i, line in enumerate(lines) if line.startswith("Register ") and REGISTER_HEADING.match(line)
     ]
     ends = [*starts[1:], len(lines)][: len(starts)]
     return [parse_register_block("\n".join(lines[i:end])) for i, end in zip(starts, ends, strict=True)]
@@ -476,6 +477,15 @@ class ChipIndex:
                     self._addresses[value].append((name, 0))
         return self._addresses
 
+    def add_trm_register(self, register: dict[str, Any], row: dict[str, Any]) -> None:
+        """File one manual register block under its name, and a parameterised register's first block
+        under its instance pattern too (RMT_CH2CONF0_REG is found as RMT_CHmCONF0_REG (m = 2, 3))."""
+        entries = self.trm.setdefault(register["name"], [])
+        entries.append(TrmEntry(register, row))
+        pattern = parameter_regex(register["name"], register["parameters"])
+        if pattern is not None and len(entries) == 1:
+            self.parameterised.append((pattern, register["name"]))
+
     def base_owners(self) -> list[tuple[int, list[str]]]:
         """Peripheral bases in address order, each with every ``DR_REG_*_BASE`` name it has."""
         if self._base_owners is None:
@@ -570,11 +580,7 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
         if "Register " not in row["text"]:
             continue
         for register in register_blocks(row["text"]):
-            entries = index.trm.setdefault(register["name"], [])
-            entries.append(TrmEntry(register, row))
-            pattern = parameter_regex(register["name"], register["parameters"])
-            if pattern is not None and len(entries) == 1:
-                index.parameterised.append((pattern, register["name"]))
+            index.add_trm_register(register, row)
     src_where = (
         f"doc_type = 'src' AND array_has(chips, {_quote(chip)}) AND "
         "(source_doc LIKE '%\\_reg.h' ESCAPE '\\' OR source_doc IN ('soc.h', 'reg_base.h') "

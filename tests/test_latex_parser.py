@@ -386,8 +386,9 @@ def test_a_summary_tables_absolute_addresses_join_the_block_that_gives_an_offset
     endian.absolute_address = lp.absolute_address(endian, summaries[endian.name])
     lines = endian.render().splitlines()
     assert lines[1:3] == ["Address: 0x040", "Absolute address (register summary): 0x3FF01040"]
+    # the register tool's parser reads past the line: the reset after it is still the block's
     parsed = registers_module.parse_register_block(endian.render())
-    assert parsed["address"] == "0x040" and parsed["absolute_address"] == "0x3FF01040"
+    assert parsed["address"] == "0x040" and parsed["reset"] == "see fields"
 
 
 def test_a_multirow_cell_whose_width_is_a_bare_star_renders_without_it() -> None:

@@ -134,10 +134,7 @@ def test_an_instance_past_a_gap_or_spelled_with_a_prefix_is_the_manuals_register
         "GPIO > Registers\n\nRegister GPIO_PINn_REG (n: 0-21, 26-46)\nAddress: 0x0074+4*n",
     ):
         for register in registers.register_blocks(text):
-            index.trm[register["name"]] = [registers.TrmEntry(register, {})]
-            index.parameterised.append(
-                (registers.parameter_regex(register["name"], register["parameters"]), register["name"])
-            )
+            index.add_trm_register(register, {})
     assert registers._find_trm(index, "IO_MUX_GPIO30_REG")[1] == {"n": "30"}
     assert registers._find_trm(index, "GPIO_PIN30_REG")[1] == {"n": "30"}, "26-46: not only the first span"
     assert registers._find_trm(index, "GPIO_PIN23_REG") is None, "in the gap"
@@ -156,10 +153,7 @@ def test_a_parameter_note_written_with_equals_keeps_channels_apart() -> None:
         "Register RMT_CHmCONF0_REG (m = 2, 3)\nAddress: 0x0018, 0x0020"
     )
     for register in registers.register_blocks(text):
-        index.trm[register["name"]] = [registers.TrmEntry(register, {})]
-        index.parameterised.append(
-            (registers.parameter_regex(register["name"], register["parameters"]), register["name"])
-        )
+        index.add_trm_register(register, {})
     found = registers._find_trm(index, "RMT_CH2CONF0_REG")
     assert found is not None and found[0].register["name"] == "RMT_CHmCONF0_REG"
     found = registers._find_trm(index, "RMT_CH1CONF0_REG")
