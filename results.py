@@ -124,10 +124,22 @@ def docs_url(row: dict[str, Any], chip: str | None) -> str | None:
 # section and releases, no chip in common, most words shared) fold into the best-ranked copy, which
 # then shows the lines each other copy has of its own: a default that differs per chip stays in
 # sight. (With idf_version='all' a copy of another release is never folded: its release would be lost.)
+# A page with one section per chip names the chip in the heading ("Overview > ESP32-C6 Wi-Fi
+# Configuration > Wi-Fi Country Code"), so the section is compared with the chip's name set aside.
 VARIANT_SHARED_WORDS = 0.5
 VARIANT_NOTE_CHARS = 900
 VARIANT_LINE_CHARS = 300
 _WORD = re.compile(r"[a-z0-9_]+")
+_CHIP_NAME = re.compile(
+    r"\b(?:"
+    + "|".join(re.escape(c.name) for c in sorted(chips().values(), key=lambda c: -len(c.name)))
+    + r")\b"
+)
+
+
+def section_of_any_chip(section_path: str) -> str:
+    """The section path with chip names replaced, so one chip's per-chip section matches another's."""
+    return _CHIP_NAME.sub("<chip>", section_path)
 
 
 def fold_chip_variants(ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -141,7 +153,8 @@ def fold_chip_variants(ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return words.setdefault(id(row), set(_WORD.findall(row["text"].lower())))
 
     for row in ranked:
-        key = (row["doc_type"], row["file_path"], row["section_path"], tuple(row.get("releases") or ()))
+        section = section_of_any_chip(row["section_path"])
+        key = (row["doc_type"], row["file_path"], section, tuple(row.get("releases") or ()))
         first = next((f for f in firsts.get(key, []) if _is_variant(f, row, words_of)), None)
         if first is None:
             firsts.setdefault(key, []).append(row)

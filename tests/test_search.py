@@ -114,6 +114,14 @@ def test_fold_chip_variants_folds_only_other_chips_copies_of_one_section() -> No
     # a chip already covered by a folded copy is not folded again
     again = _idf_row(["esp32s3"], shared + "\nDefault: 800", index=9)
     assert fold_chip_variants([c3 | {"chip_variants": []}, esp32, again])[-1] is again
+    # a page with one section per chip names the chip in the heading: still one section's copies
+    per_chip = [
+        _idf_row([chip], shared, section=f"Overview > {name} Wi-Fi Configuration > Country Code")
+        for chip, name in (("esp32c6", "ESP32-C6"), ("esp32", "ESP32"), ("esp32s3", "ESP32-S3"))
+    ]
+    kept = fold_chip_variants([*per_chip, _idf_row(["esp32c2"], shared, section="Overview > ESP32-C2 Modes")])
+    assert [row["chips"] for row in kept] == [["esp32c6"], ["esp32c2"]]
+    assert [v["chips"] for v in kept[0]["chip_variants"]] == [["esp32"], ["esp32s3"]]
 
 
 def test_variant_note_names_each_copy_and_stays_bounded() -> None:
