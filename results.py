@@ -53,13 +53,26 @@ def excerpt(
         # the best line with a third of the window before it: what leads up to an answer matters too
         best = _best_line_start(text, len(lead), terms or [])
         start = max(text.rfind("\n", 0, max(best - room // 3, len(lead))) + 1, len(lead))
+    chosen = start
+    start = min(chosen, _tail_start(text, len(lead), room))
     if start + room <= budget:
         return text[:budget].rstrip() + " …", True
     owner = _enclosing_declaration(text, len(lead), start)
     if owner:
         room = max(room - len(owner) - 3, 200)
-        return f"{lead}\n…\n{owner}\n…\n{text[start : start + room].rstrip()} …", True
-    return f"{lead}\n…\n{text[start : start + room].rstrip()} …", True
+        start = min(chosen, _tail_start(text, len(lead), room))
+        owner = _enclosing_declaration(text, len(lead), start)
+    window = text[start : start + room].rstrip() + (" …" if start + room < len(text) else "")
+    if owner:
+        return f"{lead}\n…\n{owner}\n…\n{window}", True
+    return f"{lead}\n…\n{window}", True
+
+
+def _tail_start(text: str, lead_end: int, room: int) -> int:
+    """The first line start from which ``room`` characters reach the end of ``text``: a window
+    placed later would run past the end and waste its budget on nothing (a 2,600-character guide
+    chunk showed only its last 900 characters, without the sentence that answered)."""
+    return max(text.find("\n", len(text) - room) + 1, lead_end)
 
 
 def _lead(text: str) -> str:

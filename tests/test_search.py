@@ -157,7 +157,21 @@ def test_excerpt_of_a_struct_member_names_the_struct_it_belongs_to() -> None:
     # a window that opens on a declaration itself, or prose without indentation, gets no extra line
     prose = "Guide > Section\n\n" + "A plain sentence about sleep.\n" * 80 + "Keep RTC_NOINIT_ATTR data.\n"
     short, _ = excerpt(prose, [], budget=600, terms=["rtc_noinit_attr"])
-    assert short.count("…") == 2 and "RTC_NOINIT_ATTR" in short
+    assert short.count("…") == 1 and short.endswith("Keep RTC_NOINIT_ATTR data.")  # the end: no mark
+
+
+def test_excerpt_window_near_the_end_still_fills_its_budget() -> None:
+    # the answer sits early, the line with the most query words last: a window centred on that last
+    # line would run past the end and show only the text's last third
+    text = (
+        "App Image Format > Structures\n\nThe image header holds the count of its segments.\n"
+        "The count cannot be more than ESP_IMAGE_MAX_SEGMENTS.\n"
+        + "Segment 0x0711c 0x3f400020 DROM\n" * 25
+        + "You can also see the segments of an application in the boot log.\n"
+    )
+    short, truncated = excerpt(text, [], budget=len(text) - 20, terms=["segments", "application"])
+    assert truncated and "ESP_IMAGE_MAX_SEGMENTS" in short and short.endswith("in the boot log.")
+    assert len(short) <= len(text) - 20
 
 
 # -- hybrid search ---------------------------------------------------------------------------------
