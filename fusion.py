@@ -367,9 +367,13 @@ def fuse_register_names(ranked: RankedList, words: QuestionWords) -> RankedList:
 
 # A question about a driver's struct, its fields or a config ("SPI device config struct: clock speed
 # and chip select pin") is answered by the API reference, whose member lists the guide prose around
-# them paraphrase in the same words.
+# them paraphrase in the same words. So is one about a function's argument or parameter ("start an
+# esp_timer that fires repeatedly - what unit is the period argument in?"): the reference lists each
+# prototype's parameters, the guide shows the call.
 _STRUCT_WORDS = r"struct|structure|fields?|members?|config"
-API_INTENT = re.compile(rf"\b(?:{_STRUCT_WORDS}|callback|typedef|enum)\b", re.IGNORECASE)
+API_INTENT = re.compile(
+    rf"\b(?:{_STRUCT_WORDS}|callback|typedef|enum|arguments?|parameters?)\b", re.IGNORECASE
+)
 API_REFERENCE_SECTION = "API Reference"
 # ... and of those, the ones about a struct's members are answered by a Structures section
 STRUCT_INTENT = re.compile(rf"\b(?:{_STRUCT_WORDS})\b", re.IGNORECASE)

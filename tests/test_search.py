@@ -915,6 +915,8 @@ def test_struct_and_config_questions_vote_for_the_api_reference() -> None:
         assert [row["_rowid"] for row in ranked] == order, question
     assert fusion.API_INTENT.search("SPI device config struct: clock speed and chip select pin")
     assert not fusion.API_INTENT.search("configuration of the flash encryption")
+    assert fusion.API_INTENT.search("start a periodic esp_timer: what unit is the period argument in?")
+    assert fusion.API_INTENT.search("which parameter of the call sets the queue depth")
 
 
 def test_rank_shows_each_fusion_step_in_order_and_ends_on_its_result(engine: SearchEngine) -> None:
