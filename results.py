@@ -44,7 +44,7 @@ def excerpt(
     if len(text) <= budget:
         return text, False
     lead = _lead(text)
-    room = max(budget - len(lead) - 4, 200)
+    room = max(budget - len(lead) - 5, 200)  # "\n…\n" after the lead and " …" at the end
     lowered = text.lower()
     positions = [p for p in (lowered.find(s.lower(), len(lead)) for s in focus) if p >= 0]
     if positions:
@@ -56,12 +56,13 @@ def excerpt(
     chosen = start
     start = min(chosen, _tail_start(text, len(lead), room))
     if start + room <= budget:
-        return text[:budget].rstrip() + " …", True
+        return text[: budget - 2].rstrip() + " …", True
     owner = _enclosing_declaration(text, len(lead), start)
+    if owner:  # make room for the owner line; the later start may open under another declaration
+        start = min(chosen, _tail_start(text, len(lead), room - len(owner) - 3))
+        owner = _enclosing_declaration(text, len(lead), start)
     if owner:
         room = max(room - len(owner) - 3, 200)
-        start = min(chosen, _tail_start(text, len(lead), room))
-        owner = _enclosing_declaration(text, len(lead), start)
     window = text[start : start + room].rstrip() + (" …" if start + room < len(text) else "")
     if owner:
         return f"{lead}\n…\n{owner}\n…\n{window}", True

@@ -135,7 +135,7 @@ def test_variant_note_names_each_copy_and_stays_bounded() -> None:
 def test_excerpt_keeps_heading_and_the_symbol_asked_about() -> None:
     text = "Chapter > Registers\n\n" + "filler line\n" * 400 + "Register FAR_AWAY_REG\nAddress: 0x0100\n"
     short, truncated = excerpt(text, ["FAR_AWAY_REG"], budget=600)
-    assert truncated and len(short) <= 620
+    assert truncated and len(short) <= 600, "the budget holds, marks included"
     assert short.startswith("Chapter > Registers") and "Register FAR_AWAY_REG" in short
     assert excerpt("small", ["X"], budget=600) == ("small", False)
 
@@ -151,13 +151,22 @@ def test_excerpt_of_a_struct_member_names_the_struct_it_belongs_to() -> None:
         + members
     )
     short, truncated = excerpt(text, [], budget=900, terms=["max_open_sockets"])
-    assert truncated and len(short) <= 910 and "max_open_sockets" in short
+    assert truncated and len(short) <= 900 and "max_open_sockets" in short
     assert "struct httpd_config (typedef httpd_config_t)\n…\n" in short
     assert "other_config" not in short
     # a window that opens on a declaration itself, or prose without indentation, gets no extra line
     prose = "Guide > Section\n\n" + "A plain sentence about sleep.\n" * 80 + "Keep RTC_NOINIT_ATTR data.\n"
     short, _ = excerpt(prose, [], budget=600, terms=["rtc_noinit_attr"])
     assert short.count("…") == 1 and short.endswith("Keep RTC_NOINIT_ATTR data.")  # the end: no mark
+
+
+def test_excerpt_never_exceeds_its_budget_marks_included() -> None:
+    members = "".join(f"  int member_{i}\n    What member {i} of the config is for.\n" for i in range(60))
+    text = "Driver > API Reference > Structures\n\nstruct driver_config_t\n" + members
+    for budget in range(300, len(text), 7):
+        for terms in ([], ["member_20"], ["member_59"]):
+            short, truncated = excerpt(text, [], budget=budget, terms=terms)
+            assert truncated and len(short) <= budget, (budget, terms)
 
 
 def test_excerpt_window_near_the_end_still_fills_its_budget() -> None:
