@@ -72,7 +72,7 @@ def excerpt(
 def _tail_start(text: str, lead_end: int, room: int) -> int:
     """The first line start from which ``room`` characters reach the end of ``text``: a window
     placed later would run past the end and waste its budget on nothing (a 2,600-character guide
-    chunk showed only its last 900 characters, without the sentence that answered)."""
+    chunk showed only its last 950 characters, without the sentence that answered)."""
     return max(text.find("\n", len(text) - room) + 1, lead_end)
 
 
