@@ -17,9 +17,16 @@ from itertools import pairwise
 from pathlib import Path
 
 from pylatexenc import latexwalker, macrospec
-from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
+from pylatexenc.latex2text import (
+    EnvironmentTextSpec,
+    LatexNodes2Text,
+    MacroTextSpec,
+    fmt_equation_environment,
+    get_default_latex_context_db,
+)
 
 from chunking import Block, Section
+from latex_math import MATH_ENVIRONMENTS, FormulaText
 
 INCLUDE_COMMANDS = ("input", "subfile", "subfileinclude", "include")
 VERBATIM_ENVIRONMENTS = ("lstlisting", "verbatim")
@@ -551,10 +558,13 @@ _TRM_MACROS: tuple[tuple[str, str, str | Callable | None], ...] = (
 
 
 @cache
-def _converter() -> tuple[latexwalker.LatexContextDb, LatexNodes2Text]:
+def _converter() -> tuple[latexwalker.LatexContextDb, FormulaText]:
     walker_db = latexwalker.get_default_latex_context_db()
     walker_db.add_context_category(
-        "trm", prepend=True, macros=[macrospec.MacroSpec(name, spec) for name, spec, _ in _TRM_MACROS]
+        "trm",
+        prepend=True,
+        macros=[macrospec.MacroSpec(name, spec) for name, spec, _ in _TRM_MACROS],
+        environments=[macrospec.EnvironmentSpec(env, is_math_mode=True) for env in ("math", "displaymath")],
     )
     text_db = get_default_latex_context_db()
     text_specs = [
@@ -562,8 +572,15 @@ def _converter() -> tuple[latexwalker.LatexContextDb, LatexNodes2Text]:
         for name, _spec, rendering in _TRM_MACROS
         if rendering is not None
     ]
-    text_db.add_context_category("trm", prepend=True, macros=text_specs)
-    return walker_db, LatexNodes2Text(latex_context=text_db, math_mode="text", strict_latex_spaces=False)
+    # every math span goes to latex_math, which keeps the formula's precedence
+    math_envs = [EnvironmentTextSpec(e, simplify_repl=fmt_equation_environment) for e in MATH_ENVIRONMENTS]
+    text_db.add_context_category("trm", prepend=True, macros=text_specs, environments=math_envs)
+    return walker_db, FormulaText(latex_context=text_db, math_mode="text", strict_latex_spaces=False)
+
+
+def walker_context() -> latexwalker.LatexContextDb:
+    """The parsing context of TRM prose (the TRM's macros and math environments declared)."""
+    return _converter()[0]
 
 
 _SIMPLE_ESCAPE = re.compile(r"(?<!\\)\\([_&%#])")
