@@ -91,6 +91,10 @@ _CHARS = re.compile(
     re.DOTALL,
 )
 _UNICODE_OPS = {"×": "*", "·": "*", "÷": "/", "−": "-", "≤": "<=", "≥": ">=", "≠": "!="}
+# words the manuals write as functions of a bracket: ceil(x), fix(x)
+_FUNCTION_WORDS = frozenset(
+    {"ceil", "floor", "fix", "round", "abs", "max", "min", "log", "ln", "exp", "sqrt", "mod"}
+)
 _TIGHT_WORD = re.compile(r"[\w.]+'*$")
 
 
@@ -240,7 +244,7 @@ class _Parser:
         self.pos += 1
         if tok.kind == "word" and len(tok.text) > 1 and "_" not in tok.text:
             # TeX takes one character: x^10 is x^1 followed by 0
-            self.toks.insert(self.pos, _Tok("word", tok.text[1:]))
+            self.toks.insert(self.pos, _Tok("word", tok.text[1:], space=True))
             return [_Tok("word", tok.text[0])]
         if tok.kind in ("group", "word", "macro"):
             return _group_tokens(tok)
@@ -372,7 +376,9 @@ class _Parser:
         elif name in _OPERATOR_MACROS:
             self.items.append(_Item(_OPERATOR_MACROS[name], is_op=True, space=tok.space))
         elif name in _WORD_MACROS:
-            self._operand(_WORD_MACROS[name], ATOM, tok.space)
+            # k\Omega is k times ohm, not one name "kΩ"
+            after_name = bool(self.items) and not self.items[-1].is_op and self.items[-1].text[-1:].isalnum()
+            self._operand(_WORD_MACROS[name], ATOM, tok.space or after_name)
         elif name in _ACCENTS:
             text, level = _Parser(self._take_argument(node, 0)).render()
             if level != ATOM or not _TIGHT_WORD.match(text) or len(text) != 1:
@@ -476,11 +482,20 @@ def _join(items: list[_Item]) -> tuple[str, int]:
             ):
                 text = f"({text})"
             if juxtaposed:
-                parts.append(" " if item.space else "")
                 level = min(level, PRODUCT)
+                if _reads_as_call(previous.text, text):
+                    parts.append(" * ")  # f_xtal(a + b) would read as a function of a + b
+                else:
+                    parts.append(" " if item.space else "")
             parts.append(text)
         previous = item
     return re.sub(r" {2,}", " ", "".join(parts)).strip(), level
+
+
+def _reads_as_call(before: str, after: str) -> bool:
+    """A name followed by a bracket reads as a call unless the name is a function's."""
+    name = re.search(r"[A-Za-z_][\w']*$", before)
+    return after.startswith("(") and name is not None and name.group() not in _FUNCTION_WORDS
 
 
 def _bracketed_whole(text: str) -> bool:
