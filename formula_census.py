@@ -145,6 +145,8 @@ _TEXT_WRAPPERS = (
     "operatorname|boldsymbol|ensuremath|textnormal|regindex|hyperref|hyperlink|href|textcolor|colorbox"
 )
 _WRAPPER = re.compile(r"\\(" + _TEXT_WRAPPERS + r")(?![A-Za-z])\s*(?:\[[^\]]*\])?")
+# characters typed into formulas for operators: a multiplication sign, a dash for minus
+_UNICODE_MATH = {"×": " \\times ", "·": " \\cdot ", "−": "-", "–": "-", "≤": " \\leq ", "≥": " \\geq "}
 _LABEL = re.compile(r"\\label\{[^{}]*\}")
 _SWITCHES = re.compile(r"\\(?:rm|it|bf|tt|sf|displaystyle|textstyle)(?![A-Za-z])")
 _NAME_GROUP = re.compile(r"(?<![}\]A-Za-z])\{\s*([A-Za-z][A-Za-z0-9]*(?:\\_[A-Za-z0-9]+)*)\s*\}(?=[_^])")
@@ -253,6 +255,8 @@ def _key_of_subscript(sub: str) -> str:
 def latex_for_sympy(latex: str, symbols: Symbols) -> str:
     """The LaTeX with each name (``UART\\_CLKDIV``, ``f_{clk}``, ``\\alpha``) as one ``\\mathit`` symbol."""
     latex = _function_brackets(_SPACING.sub(" ", _unwrap_text_macros(latex)))
+    for written, meant in _UNICODE_MATH.items():
+        latex = latex.replace(written, meant)
     out: list[str] = []
     pos = 0
     while pos < len(latex):
@@ -369,6 +373,8 @@ def compare(latex: str, rendered: str) -> tuple[str, str]:
     )
 
     transformations = (*standard_transformations, implicit_multiplication, convert_xor)
+    if re.match(r"\s*[_^]", latex):
+        return NOT_EXPRESSION, "a script without a base (a note mark or unit suffix)"
     latex_rows, text_rows = _rows(latex, rendered)
     if len(latex_rows) != len(text_rows):
         return NO_PARSE, f"{len(latex_rows)} rows in the LaTeX, {len(text_rows)} rendered"

@@ -49,6 +49,10 @@ check-trm: ingest-trm-if-missing
     uv run register_census.py check trm_chunks.jsonl
     uv run trm_verify.py words trm_chunks.jsonl
 
+# Every math span rendered and checked by evaluation against its LaTeX (sympy); healthy: "mismatch: 0", exit 0.
+check-formulas:
+    uv run formula_census.py --show 20
+
 # Per-register text capture and raw-macro report; healthy: no register under 50%, only a stray `\mu` raw.
 verify-trm-detail: ingest-trm-if-missing
     uv run trm_verify.py registers trm_chunks.jsonl

@@ -90,7 +90,7 @@ _CHARS = re.compile(
     r"|(?P<open>[(\[])|(?P<close>[)\]])|(?P<sub>_)|(?P<sup>\^)|(?P<amp>&)|(?P<other>.)",
     re.DOTALL,
 )
-_UNICODE_OPS = {"×": "*", "·": "*", "÷": "/", "−": "-", "≤": "<=", "≥": ">=", "≠": "!="}
+_UNICODE_OPS = {"×": "*", "·": "*", "÷": "/", "−": "-", "–": "-", "≤": "<=", "≥": ">=", "≠": "!="}
 # words the manuals write as functions of a bracket: ceil(x), fix(x)
 _FUNCTION_WORDS = frozenset(
     {"ceil", "floor", "fix", "round", "abs", "max", "min", "log", "ln", "exp", "sqrt", "mod"}
@@ -267,10 +267,11 @@ class _Parser:
                 continue
             text, level = _Parser(arg).render()
             text = re.sub(r" ([-+*/]) ", r"\1", text)  # 2^(n+1): a script reads as one unit
+            whole = level == ATOM and (_TIGHT_WORD.match(text) is not None or _bracketed_whole(text))
             if kind == "sub":
-                sub = text if _TIGHT_WORD.match(text) else f"({text})"
+                sub = text if whole else f"({text})"
             else:
-                sup = (sup or "") + (text if level == ATOM and _TIGHT_WORD.match(text) else f"^({text})")
+                sup = (sup or "") + (text if whole else f"^({text})")
                 if not sup.startswith("^") and not sup.startswith("'"):
                     sup = "^" + sup
         if sub is None and sup is None:
@@ -377,7 +378,13 @@ class _Parser:
             self.items.append(_Item(_OPERATOR_MACROS[name], is_op=True, space=tok.space))
         elif name in _WORD_MACROS:
             # k\Omega is k times ohm, not one name "kΩ"
-            after_name = bool(self.items) and not self.items[-1].is_op and self.items[-1].text[-1:].isalnum()
+            word = _WORD_MACROS[name]
+            after_name = (
+                word.isalpha()
+                and bool(self.items)
+                and not self.items[-1].is_op
+                and self.items[-1].text[-1:].isalnum()
+            )
             self._operand(_WORD_MACROS[name], ATOM, tok.space or after_name)
         elif name in _ACCENTS:
             text, level = _Parser(self._take_argument(node, 0)).render()
