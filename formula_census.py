@@ -494,7 +494,7 @@ def print_report(verdicts: list[Verdict], show: int | None) -> None:
             latex = " ".join(verdict.span.latex.split())[:160]
             print(f"  {where}: {latex}")
             if outcome != KEPT:
-                print(f"    -> {verdict.rendered[:160]}  [{verdict.detail}]")
+                print(f"    -> {verdict.rendered.replace(chr(10), ' // ')[:160]}  [{verdict.detail}]")
         if show is not None and len(listed) > show:
             print(f"  ... {len(listed) - show} more")
     counts = summary(verdicts)
