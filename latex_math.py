@@ -271,9 +271,7 @@ class _Parser:
             if kind == "sub":
                 sub = text if whole else f"({text})"
             else:
-                sup = (sup or "") + (text if whole else f"^({text})")
-                if not sup.startswith("^") and not sup.startswith("'"):
-                    sup = "^" + sup
+                sup = (sup or "") + "^" + (text if whole else f"({text})")
         if sub is None and sup is None:
             return
         base = self.items[-1] if self.items and not self.items[-1].is_op else None
@@ -330,7 +328,7 @@ class _Parser:
             delim = self._delimiter(tok)
             if delim is None:
                 continue
-            if delim in _OPENERS and not (delim in _CLOSERS and depth > 0):
+            if delim in _OPENERS:
                 depth += 1
                 continue
             if depth:
