@@ -35,9 +35,8 @@ from lancedb.index import FTS, Bitmap, BTree, LabelList
 from tqdm import tqdm
 
 from chip_vocab import DOC_TYPES, validate_doc_type
-from latex_parser import ABSOLUTE_ADDRESS_PREFIX
+from chunk_format import ABSOLUTE_ADDRESS_PREFIX, parse_register_block
 from provenance import UNKNOWN, Provenance, source_provenance
-from registers import parse_register_block
 from releases import split_source
 from schema import CHUNK_FIELDS, WINDOWS_COLUMN, arrow_schema, content_hash, read_jsonl, validate_row
 

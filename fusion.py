@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from chunk_format import REGISTER_HEADING, parameter_ranges
 from lexicon import is_abbreviation, name_parts, stem
-from registers import REGISTER_HEADING, parameter_ranges
 from results import STOPWORDS, query_terms
 
 RRF_K = 60

@@ -19,6 +19,7 @@ from pathlib import Path
 from pylatexenc import latexwalker, macrospec
 from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
 
+from chunk_format import ABSOLUTE_ADDRESS_PREFIX, OFFSET_LIMIT
 from chunking import Block, Section
 
 INCLUDE_COMMANDS = ("input", "subfile", "subfileinclude", "include")
@@ -1141,9 +1142,6 @@ class SummaryRow:
     addresses: tuple[tuple[str, str], ...] = ()
 
 
-ABSOLUTE_ADDRESS_PREFIX = "Absolute address (register summary): "
-# below this a documented address is an offset from its peripheral's base (registers.py reads it too)
-OFFSET_LIMIT = 0x10000
 _HEX_CELL = re.compile(r"0x[0-9A-Fa-f_]+")
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chunk_format import TERMS_PREFIX
 from schema import content_hash, read_jsonl
 
 # A pairing must recur this often, and win this share of the part's appearances, to be believed.
@@ -41,7 +42,6 @@ _FIELD_LINE = re.compile(
 _REGISTER_LINE = re.compile(r"^Register (?P<name>[A-Za-z]\w+)")
 _SUMMARY_LINE = re.compile(r"^Summary: (?P<desc>.+)$")
 _REGISTER_BLOCK = re.compile(r"^Register \S+.*\nAddress: ", re.MULTILINE)
-TERMS_PREFIX = "Terms: "
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+import chunk_format
 import latex_parser as lp
-import registers as registers_module
 from chunking import Block, Section
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trm"
@@ -387,7 +387,7 @@ def test_a_summary_tables_absolute_addresses_join_the_block_that_gives_an_offset
     lines = endian.render().splitlines()
     assert lines[1:3] == ["Address: 0x040", "Absolute address (register summary): 0x3FF01040"]
     # the register tool's parser reads past the line: the reset after it is still the block's
-    parsed = registers_module.parse_register_block(endian.render())
+    parsed = chunk_format.parse_register_block(endian.render())
     assert parsed["address"] == "0x040" and parsed["reset"] == "see fields"
 
 
