@@ -9,9 +9,18 @@ here means a change to the format is made in one place.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+# ---------------------------------------------------------------- every chunk: its section path
+
+# a chunk's first line is its section path, headings joined by this, then a blank line, then the body
+PATH_SEPARATOR = " > "
+
+# ---------------------------------------------------------------- TRM register blocks
 
 # the register summary's absolute address, a line of a register block under its Address line
 ABSOLUTE_ADDRESS_PREFIX = "Absolute address (register summary): "
@@ -19,21 +28,157 @@ ABSOLUTE_ADDRESS_PREFIX = "Absolute address (register summary): "
 OFFSET_LIMIT = 0x10000
 # the lexicon's expansions of a register's names, a line of its block before "Fields:"
 TERMS_PREFIX = "Terms: "
-_FIELD_LINE = re.compile(
+FIELDS_LINE = "Fields:"
+# a field line as the register tool parses it: name, bits, then optional access, reset, description
+FIELD_LINE = re.compile(
     r"^- (?P<name>.+?) \[(?P<bits>\d+(?::\d+)?|\?)\]"
     r"(?: \((?P<access>[^)]*)\))?(?: reset (?P<reset>[^:\s]+))?(?:: (?P<description>.*))?$"
 )
+# a field line that describes its field (the lexicon mines these words): the name, then the description
+DESCRIBED_FIELD_LINE = re.compile(
+    r"^- (?P<name>[A-Za-z]\w+)(?: \[[^\]]*\])?(?: \([^)]*\))?(?: reset [^:]*)?: (?P<desc>.+)$"
+)
 # a register summary table's row: its Name cell, and its Address cell when the manual prints one
-_SUMMARY_ROW = re.compile(r"^([A-Z][A-Z0-9_]*) \| (?:[^|\n]* \| (0x[0-9A-Fa-f_]+) \|)?", re.MULTILINE)
+SUMMARY_ROW = re.compile(r"^([A-Z][A-Z0-9_]*) \| (?:[^|\n]* \| (0x[0-9A-Fa-f_]+) \|)?", re.MULTILINE)
 # a register block's heading line; MULTILINE so that fusion can find every heading in a chunk
 REGISTER_HEADING = re.compile(r"^Register (?P<name>\S+)(?: \((?P<note>.*)\))?[ \t]*$", re.MULTILINE)
+# the start of a register block anywhere in a chunk: its heading line, then its Address line
+REGISTER_BLOCK_START = re.compile(r"^Register \S+.*\nAddress: ", re.MULTILINE)
+# a register heading line's name only, as the lexicon reads a block line by line
+REGISTER_NAME_LINE = re.compile(r"^Register (?P<name>[A-Za-z]\w+)")
+SUMMARY_LINE = re.compile(r"^Summary: (?P<desc>.+)$")
+# A chunk that is one register block: the chunk's section-path line, then the block's heading,
+# Address, optional absolute address, Reset value and Summary lines (its fields follow).
+REGISTER_CHUNK_HEAD = re.compile(
+    r"(?P<head>[^\n]*\n\n?Register \S+[^\n]*)\nAddress: [^\n]*\n"
+    rf"(?:{re.escape(ABSOLUTE_ADDRESS_PREFIX)}[^\n]*\n)?(?:Reset value: [^\n]*\n)?"
+    r"(?:Summary: [^\n]*\n)?"
+)
 # "n: 0-7", "n: 0-21, 26-48", "x: 0-19, 20^1, 21-23" (a footnote mark), "n: GPIO0-GPIO21, GPIO26-GPIO46"
 # "n: 0-7", and as a few manuals write it, "m = 2, 3"
 _PARAM_SPEC = re.compile(r"([A-Za-z]\w*)\s*[:=]\s*(.*?)(?=,\s*[A-Za-z]\w*\s*[:=]|$)")
 _PARAM_SPAN = re.compile(r"([A-Za-z]*)(\d+)(?:\^\d+)?(?:\s*[-~–]\s*([A-Za-z]*)(\d+)(?:\^\d+)?)?")
-_CARD_LINE = re.compile(
+
+# ---------------------------------------------------------------- SoC header register cards
+
+# one register of a header card: ``NAME = value`` or ``NAME(i) = value``, then ``  // description``
+CARD_LINE = re.compile(
     r"^(?P<name>[A-Za-z_]\w*)(?P<params>\([^)]*\))? = (?P<value>.+?)(?:  // (?P<desc>.*))?$"
 )
+CARD_DESCRIPTION = "  // "
+# the note on a card line whose field lines come from a ``*_struct.h`` typedef
+STRUCT_FIELDS_NOTE = re.compile(r"\[fields from (\S+) (\w+)\]")
+
+# ---------------------------------------------------------------- what a passage defines
+
+# a register definition: a TRM block (heading, then Address) or a header card line of an ``X_REG``
+REGISTER_DEFINITION = re.compile(r"^Register \S+.*\nAddress:|^\w+_REG\b\S*\s*=", re.MULTILINE)
+# The register and field names a passage defines: a TRM "Register X" heading, a header card's
+# "X = ..." or "X(i) = ..." line, or a "- FIELD [bits]" field line (manual or header card).
+DEFINED_NAME = re.compile(r"^(?:Register (\w+)|(\w+)\s*(?:\([^)]*\))?\s*=\s|- (\w+) \[)", re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=4096)
+def definition_regexes(ref: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The lines that define ``ref`` in any corpus's chunk text (a register heading, a ``#define``, a
+    card line, a heading, the section path's last heading, a field line, a prototype) as one regex,
+    and the table-row line as another; compiled once per ref: every symbol hit is tested for every
+    ref it matched."""
+    name = re.escape(ref)
+    strong = (
+        rf"^\s*Register\s+{name}\b",
+        rf"^\s*#define\s+{name}\b",
+        rf"^\s*{name}\s*(?:\([^)]*\))?\s*=",
+        rf"^\s*#+\s*{name}\s*$",
+        rf"\A(?:[^\n]* > )?{name}[ \t]*$",
+        rf"^\s*-\s+{name}\s+\[\d",
+        rf"^\s*(?:[\w*]+\s+){{1,4}}\**{name}\s*\([^()]*\)\s*;?\s*$",
+    )
+    flags = re.IGNORECASE | re.MULTILINE
+    weak = rf"^\s*(?:[-*]\s+)?{name}\b"
+    return re.compile("|".join(f"(?:{p})" for p in strong), flags), re.compile(weak, flags)
+
+
+# ---------------------------------------------------------------- building the texts (ingest)
+
+
+def chunk_text(path: Sequence[str], body: str) -> str:
+    """A chunk's text: its section path on the first line, a blank line, then the body."""
+    return PATH_SEPARATOR.join(path) + "\n\n" + body
+
+
+def subheading(level: int, title: str) -> str:
+    """A heading inside a chunk body for a section deeper than the chunk's path (level 1 = one down)."""
+    return "#" * min(level, 6) + " " + title
+
+
+def section_path_of(text: str) -> list[str]:
+    """The section path a chunk's text starts with, one heading per item."""
+    return text.split("\n\n", 1)[0].split(PATH_SEPARATOR)
+
+
+def chunk_body(text: str) -> str:
+    """A chunk's text without its section-path prefix line."""
+    return text.split("\n\n", 1)[1] if "\n\n" in text else text
+
+
+def register_head_lines(
+    name: str,
+    param_note: str | None,
+    address: str,
+    absolute_address: str | None,
+    reset: int | None,
+    summary: str | None,
+) -> list[str]:
+    """A TRM register block up to its field lines (notes/REGISTER_FORMAT.md): name line first."""
+    return [
+        f"Register {name}" + (f" ({param_note})" if param_note else ""),
+        f"Address: {address}",
+        *([f"{ABSOLUTE_ADDRESS_PREFIX}{absolute_address}"] if absolute_address else []),
+        f"Reset value: 0x{reset:08X}" if reset is not None else "Reset value: see fields",
+        *([f"Summary: {summary}"] if summary else []),
+        FIELDS_LINE,
+    ]
+
+
+def field_text(
+    name: str,
+    bits: str | None = None,
+    access: str | None = None,
+    reset: str | None = None,
+    description: str | None = None,
+) -> str:
+    """``- NAME [hi:lo] (ACCESS) reset 0xV: description``, each part after the name only when given:
+    the field line of a manual's register block and of a header card alike, so one parser reads both."""
+    return (
+        f"- {name}"
+        + (f" [{bits}]" if bits is not None else "")
+        + (f" ({access})" if access else "")
+        + (f" reset {reset}" if reset is not None else "")
+        + (f": {description}" if description is not None else "")
+    )
+
+
+def with_terms(text: str, terms: list[str]) -> str:
+    """Insert the ``Terms:`` line before a register block's field list (early, where the embedder reads)."""
+    if not terms:
+        return text
+    lines = text.split("\n")
+    at = lines.index(FIELDS_LINE) if FIELDS_LINE in lines else len(lines)
+    return "\n".join([*lines[:at], TERMS_PREFIX + "; ".join(terms), *lines[at:]])
+
+
+def card_text(name: str, params: str, value: str, description: str | None) -> str:
+    """One header register's card line: ``NAME(params) = value  // description``."""
+    line = f"{name}{params} = {value}"
+    return line + f"{CARD_DESCRIPTION}{description}" if description else line
+
+
+def with_struct_fields_note(card: str, struct_name: str, typedef: str) -> str:
+    """A card line noting that its field lines come from ``typedef`` of ``struct_name``
+    (STRUCT_FIELDS_NOTE reads it back)."""
+    note = f"[fields from {struct_name} {typedef}]"
+    return card + (" " if CARD_DESCRIPTION in card else CARD_DESCRIPTION) + note
 
 
 # ---------------------------------------------------------------- parsing the TRM rendering
@@ -70,7 +215,7 @@ def parse_register_block(text: str) -> dict[str, Any]:
             continue
         elif line.strip() == "Fields:":
             continue
-        elif (match := _FIELD_LINE.match(line)) is not None:
+        elif (match := FIELD_LINE.match(line)) is not None:
             register["fields"].append(_field(match))
         else:
             break

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -35,7 +34,7 @@ from lancedb.index import FTS, Bitmap, BTree, LabelList
 from tqdm import tqdm
 
 from chip_vocab import DOC_TYPES, validate_doc_type
-from chunk_format import ABSOLUTE_ADDRESS_PREFIX, parse_register_block
+from chunk_format import PATH_SEPARATOR, REGISTER_CHUNK_HEAD, parse_register_block
 from provenance import UNKNOWN, Provenance, source_provenance
 from releases import split_source
 from schema import CHUNK_FIELDS, WINDOWS_COLUMN, arrow_schema, content_hash, read_jsonl, validate_row
@@ -233,15 +232,6 @@ LEAD_ONLY_SUFFIX = "_struct.h"
 LEAD_WORDS = 12
 
 
-# A chunk that is one TRM register block (heading line, then "Register X" / "Address: ..."): its later
-# fields get windows led by its name and summary, and its excerpt keeps those lines (results.py).
-REGISTER_BLOCK = re.compile(
-    r"(?P<head>[^\n]*\n\n?Register \S+[^\n]*)\nAddress: [^\n]*\n"
-    rf"(?:{re.escape(ABSOLUTE_ADDRESS_PREFIX)}[^\n]*\n)?(?:Reset value: [^\n]*\n)?"
-    r"(?:Summary: [^\n]*\n)?"
-)
-
-
 def embedding_texts(row: dict[str, Any]) -> list[str]:
     """The texts whose vectors stand for a row: what the row's own vector reads, then later windows."""
     text = row["text"]
@@ -249,7 +239,9 @@ def embedding_texts(row: dict[str, Any]) -> list[str]:
         return [" ".join(text.split()[:LEAD_WORDS])]
     if row["doc_type"] in WINDOWED_DOC_TYPES:
         return [text, *window_texts(text)]
-    register = REGISTER_BLOCK.match(text) if row["doc_type"] == "trm" else None
+    # a chunk that is one TRM register block: its later fields get windows led by its name and
+    # summary, and its excerpt keeps those lines (results.py)
+    register = REGISTER_CHUNK_HEAD.match(text) if row["doc_type"] == "trm" else None
     if register is not None:
         # a register's later fields, each window led by the register's name and summary
         head = register.group("head")
@@ -268,7 +260,7 @@ def field_texts(head: str, block: dict[str, Any]) -> list[str]:
     dilute that sentence with its neighbours', so the dense leg ranked a sibling register first.
     """
     head_lines = head.split("\n")
-    lead = f"{head_lines[0].split(' > ')[0]} register {head_lines[-1].removeprefix('Register ')}"
+    lead = f"{head_lines[0].split(PATH_SEPARATOR)[0]} register {head_lines[-1].removeprefix('Register ')}"
     if block.get("summary"):
         lead += f": {block['summary']}"
     return [

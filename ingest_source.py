@@ -30,6 +30,7 @@ from typing import Any
 from tqdm import tqdm
 
 from chip_vocab import chip_ids, chips
+from chunk_format import REGISTER_HEADING, card_text, field_text, with_struct_fields_note
 from chunking import Block, Section, chunk_tree, word_count
 from lexicon import NO_LEXICON, Lexicon, is_abbreviation, mine
 from provenance import source_provenance
@@ -460,10 +461,7 @@ def card_blocks(items: list[Item], struct: tuple[str, dict[str, list[str]]] | No
                     orphan_fields.append(name)
                     orphan_lines.append(line)
             continue
-        line = f"{name}{item.params} = {_unwrap(item.value)}"
-        description = _register_description(item.comment, name)
-        if description:
-            line += f"  // {description}"
+        line = card_text(name, item.params, _unwrap(item.value), _register_description(item.comment, name))
         if orphan_fields and not _same_peripheral(orphan_fields, name):
             # the layout every pad shares (SLP_OE, FUN_IE before IO_MUX_GPIO0_REG) is no one register's
             blocks.append(Block("\n".join(["Field macros:", *orphan_lines]), symbol_refs=list(orphan_fields)))
@@ -494,9 +492,7 @@ def _borrow_struct_fields(block: Block, struct_name: str, typedefs: dict[str, li
     typedef = _struct_typedef_for(block.symbol_refs[0], typedefs)
     if typedef is None:
         return
-    note = f"[fields from {struct_name} {typedef}]"  # registers._STRUCT_FIELDS reads it back
-    line = block.text + (" " if "  // " in block.text else "  // ") + note
-    block.text = "\n".join([line, *typedefs[typedef]])
+    block.text = "\n".join([with_struct_fields_note(block.text, struct_name, typedef), *typedefs[typedef]])
 
 
 def field_line(name: str, comment: str, values: dict[str, str], bits: str | None = None) -> str:
@@ -507,15 +503,10 @@ def field_line(name: str, comment: str, values: dict[str, str], bits: str | None
     bits = bits or _macro_bits(values.get(f"{name}_S"), values.get(f"{name}_V"))
     if bits is None and doc is not None:
         bits = _high_first(doc.group("bits").replace(" ", ""))
-    parts = [f"- {name} [{bits or '?'}]"]
-    if doc is not None:
-        access = doc.group("access").strip()
-        if access:
-            parts.append(f"({access})")
-        parts.append(f"reset {parse_default(doc.group('default')) or 'x'}")
-    line = " ".join(parts)
+    access = doc.group("access").strip() if doc is not None else None
+    reset = (parse_default(doc.group("default")) or "x") if doc is not None else None
     description = _field_description(comment[doc.end() :] if doc else "")
-    return f"{line}: {description}" if description else line
+    return field_text(name, bits or "?", access, reset, description or None)
 
 
 _FIELD_DOC = re.compile(
@@ -1029,9 +1020,6 @@ def per_chip_counts(results: dict[str, HeaderResult]) -> dict[str, tuple[int, in
 # ---------------------------------------------------------------- TRM register resolution
 
 
-_TRM_REGISTER = re.compile(r"^Register (\S+)(?: \((.*)\))?\s*$", re.M)
-
-
 @dataclass(frozen=True)
 class TrmRegister:
     name: str
@@ -1057,7 +1045,7 @@ def trm_registers(rows: Iterable[dict[str, Any]]) -> dict[str, set[TrmRegister]]
     for row in rows:
         if row.get("doc_type") != "trm":
             continue
-        for match in _TRM_REGISTER.finditer(row["text"]):
+        for match in REGISTER_HEADING.finditer(row["text"]):
             params = tuple(re.findall(r"([A-Za-z]\w*)\s*:", match.group(2) or ""))
             for scope in scopes(row):
                 per_scope[scope].add(TrmRegister(match.group(1), params))

@@ -19,7 +19,7 @@ from pathlib import Path
 from pylatexenc import latexwalker, macrospec
 from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
 
-from chunk_format import ABSOLUTE_ADDRESS_PREFIX, OFFSET_LIMIT
+from chunk_format import OFFSET_LIMIT, field_text, register_head_lines
 from chunking import Block, Section
 
 INCLUDE_COMMANDS = ("input", "subfile", "subfileinclude", "include")
@@ -689,16 +689,9 @@ class Register:
 
     def render(self) -> str:
         """The register-format contract (notes/REGISTER_FORMAT.md): one block, name line first."""
-        head = f"Register {self.name}" + (f" ({self.param_note})" if self.param_note else "")
-        reset = self.reset_value()
-        lines = [
-            head,
-            f"Address: {self.address}",
-            *([f"{ABSOLUTE_ADDRESS_PREFIX}{self.absolute_address}"] if self.absolute_address else []),
-            f"Reset value: 0x{reset:08X}" if reset is not None else "Reset value: see fields",
-            *([f"Summary: {self.summary}"] if self.summary else []),
-            "Fields:",
-        ]
+        lines = register_head_lines(
+            self.name, self.param_note, self.address, self.absolute_address, self.reset_value(), self.summary
+        )
         described: set[str] = set()
         for fld in self.fields:
             access, description = self._describe(fld.name)
@@ -707,13 +700,12 @@ class Register:
             name = self._shown_name(fld.name)
             if name != fld.name:
                 description = f"{description} (the register drawing labels it {fld.name})".lstrip()
-            bits = f"[{fld.msb}]" if fld.msb == fld.lsb else f"[{fld.msb}:{fld.lsb}]"
+            bits = f"{fld.msb}" if fld.msb == fld.lsb else f"{fld.msb}:{fld.lsb}"
             reset = f"0x{fld.reset:X}" if fld.reset is not None else (fld.reset_text or "unknown")
-            line = f"- {name} {bits}" + (f" ({access})" if access else "") + f" reset {reset}"
-            lines.append(line + (f": {description}" if description else ""))
+            lines.append(field_text(name, bits, access, reset, description or None))
         for name, (access, description) in self.descriptions.items():
             if name not in described and not any(self._matches(name, f.name) for f in self.fields):
-                lines.append(f"- {name}" + (f" ({access})" if access else "") + f": {description}")
+                lines.append(field_text(name, access=access, description=description))
         return "\n".join(lines)
 
     def _shown_name(self, field_name: str) -> str:

@@ -14,10 +14,10 @@ from typing import Any
 from c_expressions import _C_COMMENT, _DEFINE_LINE, Macro, evaluate
 from chip_vocab import chips, validate_revision
 from chunk_format import (
-    _CARD_LINE,
-    _FIELD_LINE,
-    _SUMMARY_ROW,
+    CARD_LINE,
+    FIELD_LINE,
     OFFSET_LIMIT,
+    SUMMARY_ROW,
     _field,
     parameter_regex,
     register_blocks,
@@ -209,7 +209,7 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
         if row["section_path"].endswith("Address Mapping"):
             _collect_memory_map(row, index)
         if "Register Summary" in row["section_path"]:
-            for name, address in _SUMMARY_ROW.findall(row["text"]):
+            for name, address in SUMMARY_ROW.findall(row["text"]):
                 index.summary_names.setdefault(name, row["file_path"])
                 if address and (value := int(address.replace("_", ""), 16)) >= OFFSET_LIMIT:
                     index.summary_addresses.setdefault(value, row["file_path"])
@@ -247,11 +247,11 @@ def _collect_macros(row: dict[str, Any], index: ChipIndex) -> None:
     owner: str | None = None  # the register the following field lines belong to
     for line in row["text"].splitlines():
         if line.startswith("- ") and owner is not None:
-            if (field_match := _FIELD_LINE.match(line)) is not None:
+            if (field_match := FIELD_LINE.match(line)) is not None:
                 index.header_fields[owner].append(_field(field_match))
             continue
         owner = None  # a card's field lines follow it unbroken; "Field macros:" lines are no one's
-        match = _DEFINE_LINE.match(line) or _CARD_LINE.match(line)
+        match = _DEFINE_LINE.match(line) or CARD_LINE.match(line)
         if match is None:
             continue
         name = match.group("name")
@@ -267,7 +267,7 @@ def _collect_macros(row: dict[str, Any], index: ChipIndex) -> None:
             revisions=revisions,
             description=match.groupdict().get("desc") or "",
         )
-        if match.re is _CARD_LINE:
+        if match.re is CARD_LINE:
             owner = name
             index.header_fields[name] = []
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from c_expressions import _C_COMMENT, Macro
 from chip_vocab import chips, normalize_chip, validate_chip, validate_revision
-from chunk_format import _CARD_LINE, _FIELD_LINE, parameter_regex
+from chunk_format import CARD_LINE, FIELD_LINE, parameter_regex
 from register_bases import _absolute, _fill_instance
 from register_index import (
     ChipIndex,
@@ -437,14 +437,14 @@ def _card_in_text(text: str, name: str) -> tuple[str, tuple[tuple[str, ...], ...
     left out (a reworded comment is no change to the hardware)."""
     lines = iter(text.splitlines())
     for line in lines:
-        match = _CARD_LINE.match(line)
+        match = CARD_LINE.match(line)
         if match is None or match.group("name") != name:
             continue
         fields: list[tuple[str, ...]] = []
         for rest in lines:
             if not rest.startswith("- "):
                 break
-            if (item := _FIELD_LINE.match(rest)) is not None:
+            if (item := FIELD_LINE.match(rest)) is not None:
                 fields.append(tuple(item.group(k) or "" for k in ("name", "bits", "access", "reset")))
         return _C_COMMENT.sub("", match.group("value")).strip(), tuple(fields)
     return None

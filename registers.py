@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from c_expressions import _C_IDENTIFIER, Macro, evaluate
 from chip_vocab import chips, validate_chip
-from chunk_format import OFFSET_LIMIT
+from chunk_format import OFFSET_LIMIT, STRUCT_FIELDS_NOTE
 from register_bases import (
     _absolute,
     _address_not_found,
@@ -183,17 +183,13 @@ def _describe_register(
     return answer
 
 
-# the note ingest_source._borrow_struct_fields puts on a card line whose fields come from a typedef
-_STRUCT_FIELDS = re.compile(r"\[fields from (\S+) (\w+)\]")
-
-
 def _header_source(header: Macro, index: ChipIndex) -> str:
     """The header a card's fields come from: its register header, or (for a register that header
     defines without field comments) the struct header whose typedef documents them; said when the
     fields are bare masks."""
     if header.name in index.mask_only:
         return f"{header.file_path} ({MASK_FIELDS_NOTE})"
-    borrowed = _STRUCT_FIELDS.search(header.description)
+    borrowed = STRUCT_FIELDS_NOTE.search(header.description)
     if borrowed is None:
         return header.file_path
     struct_path = header.file_path.rsplit("/", 1)[0] + "/" + borrowed.group(1)
