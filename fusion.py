@@ -22,7 +22,7 @@ from typing import Any
 
 from chunk_format import DEFINED_NAME, REGISTER_DEFINITION, REGISTER_HEADING, parameter_ranges
 from lexicon import is_abbreviation, name_parts, stem
-from results import STOPWORDS, query_terms
+from query_words import STOPWORDS, query_terms
 
 RRF_K = 60
 # The symbol retriever ranks hits with a line defining the symbol in tiers (exact name before a

@@ -29,7 +29,7 @@ import register_index
 import register_views
 import registers
 from chip_vocab import chips, validate_chip
-from embed_and_store import StoreError, open_store, resolve_db_uri
+from store import StoreError, open_store, resolve_db_uri
 
 
 @dataclass

@@ -18,19 +18,6 @@ from chunk_format import FIELDS_LINE, REGISTER_CHUNK_HEAD
 RESULT_TEXT_CHARS = 2400
 IDF_DOCS_URL = "https://docs.espressif.com/projects/esp-idf/en/latest/{chip}/{path}.html"
 
-# fmt: off
-STOPWORDS = frozenset((
-    "the", "and", "for", "how", "what", "which", "where", "does", "with", "from", "that", "this",
-    "into", "are", "can", "its", "use", "set", "get", "there", "when", "who", "why", "will",
-    "about", "register", "address",
-))
-# fmt: on
-
-
-def query_terms(query: str) -> list[str]:
-    """Content words of a query, used to place the excerpt window of a long chunk."""
-    return [w for w in dict.fromkeys(re.findall(r"[a-z0-9_]{3,}", query.lower())) if w not in STOPWORDS]
-
 
 def excerpt(
     text: str, focus: list[str], budget: int = RESULT_TEXT_CHARS, terms: list[str] | None = None
