@@ -43,8 +43,8 @@ from typing import Any, Literal
 
 from tqdm import tqdm
 
+from capability_headers import DOCS_SOURCES
 from embedder import MODEL_IDS
-from ingest_source import DOCS_SOURCES
 from sources import (
     Release,
     Sources,
