@@ -41,7 +41,10 @@ FOUNDATION_MODULES = (
 # Each path's stages in order; modules of one stage may not import each other's later stages.
 BUILD_STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("chunk", ("chunking",)),
-    ("parse", ("sphinx_xml", "latex_parser", "header_scan", "capability_headers", "header_checks")),
+    (
+        "parse",
+        ("sphinx_xml", "latex_source", "latex_parser", "header_scan", "capability_headers", "header_checks"),
+    ),
     ("ingest", ("ingest_sphinx_xml", "ingest_trm", "ingest_source")),
     ("dedup", ("dedup_chunks",)),
     ("embed", ("embed_and_store",)),

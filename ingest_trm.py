@@ -26,15 +26,8 @@ from tqdm import tqdm
 from chip_vocab import chip_for_trm_folder, trm_chips, validate_chip, validate_revision
 from chunk_format import REGISTER_BLOCK_START
 from chunking import Chunk, chunk_tree
-from latex_parser import (
-    INCLUDE_COMMAND,
-    IncludeResolver,
-    ParsedChapter,
-    document_body,
-    parse_chapter,
-    read_group,
-    strip_comments,
-)
+from latex_parser import ParsedChapter, parse_chapter
+from latex_source import INCLUDE_COMMAND, IncludeResolver, document_body, read_group, strip_comments
 from lexicon import annotate_register_terms
 from provenance import source_provenance
 from schema import make_row, write_jsonl
