@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-PATH_SEPARATOR = " > "
+from chunk_format import PATH_SEPARATOR, chunk_text, subheading
+
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
 
 
@@ -163,11 +164,11 @@ def _assemble(units: list[_Unit]) -> Chunk:
             # the unit sits deeper than the chunk's path: name the headings the reader needs
             shared = _common_prefix([unit.path, shown])
             for depth in range(max(len(shared), len(path)), len(unit.path)):
-                lines.append("#" * min(depth - len(path) + 1, 6) + " " + unit.path[depth])
+                lines.append(subheading(depth - len(path) + 1, unit.path[depth]))
             shown = unit.path
         lines.append(unit.body)
     body = "\n\n".join(lines)
-    text = PATH_SEPARATOR.join(path) + "\n\n" + body
+    text = chunk_text(path, body)
     blocks = [b for u in units for b in u.blocks]
 
     def refs(attr: str) -> list[str]:

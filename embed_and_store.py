@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -35,20 +34,25 @@ from lancedb.index import FTS, Bitmap, BTree, LabelList
 from tqdm import tqdm
 
 from chip_vocab import DOC_TYPES, validate_doc_type
-from latex_parser import ABSOLUTE_ADDRESS_PREFIX
+from chunk_format import PATH_SEPARATOR, REGISTER_CHUNK_HEAD, parse_register_block
 from provenance import UNKNOWN, Provenance, source_provenance
-from registers import parse_register_block
 from releases import split_source
 from schema import CHUNK_FIELDS, WINDOWS_COLUMN, arrow_schema, content_hash, read_jsonl, validate_row
+from store import (
+    DB_ENV_VAR,
+    DEFAULT_DB_URI,
+    MODEL_ID_KEY,
+    TABLE_NAME,
+    VECTOR_DIM_KEY,
+    StoreError,
+    resolve_db_uri,
+    store_model_id,
+    store_vector_dim,
+)
 
 T = TypeVar("T")
 
-DB_ENV_VAR = "ESP32_DOCS_DB"
-DEFAULT_DB_URI = "./esp_docs.lancedb"
-TABLE_NAME = "chunks"
 CACHE_TABLE_NAME = "embed_cache"
-MODEL_ID_KEY = b"esp32_docs.model_id"
-VECTOR_DIM_KEY = b"esp32_docs.vector_dim"
 # A row's identity within the store: the same text at the same place of the same document, for the
 # same chips and revisions (one TRM chapter file can be included by two chips' manuals: two rows).
 ROW_KEY = ("doc_type", "file_path", "chunk_index", "content_hash", "chips", "revisions")
@@ -68,10 +72,6 @@ RELEASE_MIGRATION = {
 VECTORS_DIGEST = "vectors_digest"
 # Texts per embedding call and per cache commit: a kill loses at most this much work (~3 s).
 EMBED_BATCH = 32
-BUILD_HINT = (
-    "build one with `uv run embed_and_store.py CHUNKS.jsonl --doc-type trm --source-repo PATH --db {db}` "
-    "or run `uv run mcp_server.py --demo`"
-)
 
 # Corpora whose long chunks get a vector per window as well: guide prose, where the answer to a
 # question often sits past the first 256 tokens the embedder reads. TRM register blocks get windows
@@ -144,10 +144,6 @@ def row_key(row: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(tuple(row[name]) if isinstance(row[name], list) else row[name] for name in ROW_KEY)
 
 
-class StoreError(Exception):
-    """The store cannot be used as asked: missing, built with another model, or not ours."""
-
-
 class InputError(Exception):
     """The chunk files or arguments are unusable; the message names the file, row and valid values."""
 
@@ -163,65 +159,6 @@ class DocumentEmbedder(Protocol):
     def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
 
 
-def resolve_db_uri(cli_value: str | None) -> str:
-    """--db wins, then $ESP32_DOCS_DB, then ./esp_docs.lancedb (the same order for every command)."""
-    return cli_value or os.environ.get(DB_ENV_VAR) or DEFAULT_DB_URI
-
-
-def _is_local(db_uri: str) -> bool:
-    return "://" not in db_uri
-
-
-def store_model_id(table: lancedb.table.Table) -> str:
-    """The embedding model the store's vectors came from (its schema metadata)."""
-    value = (table.schema.metadata or {}).get(MODEL_ID_KEY)
-    if not value:
-        raise StoreError(
-            f"table {TABLE_NAME!r} has no {MODEL_ID_KEY.decode()} metadata: not an esp32-docs store"
-        )
-    return value.decode()
-
-
-def store_vector_dim(table: lancedb.table.Table) -> int:
-    """The vector width recorded with the model id; checked against the vector column itself."""
-    value = (table.schema.metadata or {}).get(VECTOR_DIM_KEY)
-    if not value:
-        raise StoreError(
-            f"table {TABLE_NAME!r} has no {VECTOR_DIM_KEY.decode()} metadata: not an esp32-docs store"
-        )
-    dim = int(value)
-    column_dim = table.schema.field("vector").type.list_size
-    if column_dim != dim:
-        raise StoreError(f"store metadata says {dim}-d vectors but the vector column holds {column_dim}-d")
-    return dim
-
-
-def open_store(db_uri: str, model_id: str | None = None) -> lancedb.table.Table:
-    """Open the ``chunks`` table for reading; with ``model_id``, refuse a store built with another model."""
-    if _is_local(db_uri) and not Path(db_uri).is_dir():
-        raise StoreError(f"no store at {db_uri}; {BUILD_HINT.format(db=db_uri)}")
-    try:
-        table = lancedb.connect(db_uri).open_table(TABLE_NAME)
-    except (ValueError, FileNotFoundError) as error:
-        raise StoreError(f"no store at {db_uri} ({error}); {BUILD_HINT.format(db=db_uri)}") from error
-    built_with = store_model_id(table)
-    store_vector_dim(table)
-    if table.count_rows() == 0:
-        raise StoreError(f"the store at {db_uri} holds no chunks; {BUILD_HINT.format(db=db_uri)}")
-    if model_id is not None and model_id != built_with:
-        raise StoreError(
-            f"the store at {db_uri} was built with embedding model {built_with!r}, not {model_id!r}; "
-            f"query it with {built_with!r} or rebuild it into another --db with {model_id!r}"
-        )
-    if "releases" not in table.schema.names:
-        raise StoreError(
-            f"the store at {db_uri} predates the ESP-IDF release axis (docs/releases.md); migrate it by "
-            "running any embed_and_store.py into it once (it adds the release columns and re-embeds "
-            "nothing already cached), or rebuild it"
-        )
-    return table
-
-
 # ---------------------------------------------------------------------------------------------
 # Input
 
@@ -234,15 +171,6 @@ LEAD_ONLY_SUFFIX = "_struct.h"
 LEAD_WORDS = 12
 
 
-# A chunk that is one TRM register block (heading line, then "Register X" / "Address: ..."): its later
-# fields get windows led by its name and summary, and its excerpt keeps those lines (results.py).
-REGISTER_BLOCK = re.compile(
-    r"(?P<head>[^\n]*\n\n?Register \S+[^\n]*)\nAddress: [^\n]*\n"
-    rf"(?:{re.escape(ABSOLUTE_ADDRESS_PREFIX)}[^\n]*\n)?(?:Reset value: [^\n]*\n)?"
-    r"(?:Summary: [^\n]*\n)?"
-)
-
-
 def embedding_texts(row: dict[str, Any]) -> list[str]:
     """The texts whose vectors stand for a row: what the row's own vector reads, then later windows."""
     text = row["text"]
@@ -250,7 +178,9 @@ def embedding_texts(row: dict[str, Any]) -> list[str]:
         return [" ".join(text.split()[:LEAD_WORDS])]
     if row["doc_type"] in WINDOWED_DOC_TYPES:
         return [text, *window_texts(text)]
-    register = REGISTER_BLOCK.match(text) if row["doc_type"] == "trm" else None
+    # a chunk that is one TRM register block: its later fields get windows led by its name and
+    # summary, and its excerpt keeps those lines (results.py)
+    register = REGISTER_CHUNK_HEAD.match(text) if row["doc_type"] == "trm" else None
     if register is not None:
         # a register's later fields, each window led by the register's name and summary
         head = register.group("head")
@@ -269,7 +199,7 @@ def field_texts(head: str, block: dict[str, Any]) -> list[str]:
     dilute that sentence with its neighbours', so the dense leg ranked a sibling register first.
     """
     head_lines = head.split("\n")
-    lead = f"{head_lines[0].split(' > ')[0]} register {head_lines[-1].removeprefix('Register ')}"
+    lead = f"{head_lines[0].split(PATH_SEPARATOR)[0]} register {head_lines[-1].removeprefix('Register ')}"
     if block.get("summary"):
         lead += f": {block['summary']}"
     return [

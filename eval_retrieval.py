@@ -28,11 +28,11 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from tqdm import tqdm
 
 from chip_vocab import DOC_TYPES
-from embed_and_store import StoreError, resolve_db_uri
 from releases import release_series
 from results import fold_chip_variants, with_variant_note
 from retrievers import query_symbols
 from search import MODES, SearchEngine, SearchInputError, open_engine, validate_filters
+from store import StoreError, resolve_db_uri
 
 DEPTH = 10
 FILTER_KEYS = ("chip", "doc_type", "revision", "idf_version")

@@ -23,10 +23,10 @@ import sys
 import time
 from pathlib import Path
 
-from embed_and_store import StoreError, resolve_db_uri
 from eval_retrieval import Case, Scores, by_category, first_answer_rank, format_table, load_cases
 from project_scope import Scope, apply, detect
 from search import SearchEngine, open_engine
+from store import StoreError, resolve_db_uri
 
 DEPTH = 10
 CACHED_ROUNDS = 20

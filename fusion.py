@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from chunk_format import DEFINED_NAME, REGISTER_DEFINITION, REGISTER_HEADING, parameter_ranges
 from lexicon import is_abbreviation, name_parts, stem
-from registers import REGISTER_HEADING, parameter_ranges
-from results import STOPWORDS, query_terms
+from query_words import STOPWORDS, query_terms
 
 RRF_K = 60
 # The symbol retriever ranks hits with a line defining the symbol in tiers (exact name before a
@@ -37,7 +37,6 @@ _REGISTER_WORDS = r"registers?|address|offset|fields?|reset value"
 REGISTER_INTENT = re.compile(rf"\b(?:{_REGISTER_WORDS}|bits?)\b", re.IGNORECASE)
 # "Bits" alone leaves a question about a width ("maximum duty resolution in bits") a capability one.
 REGISTER_NAMED = re.compile(rf"\b(?:{_REGISTER_WORDS})\b", re.IGNORECASE)
-REGISTER_DEFINITION = re.compile(r"^Register \S+.*\nAddress:|^\w+_REG\b\S*\s*=", re.MULTILINE)
 
 # What a question asks decides how much each retriever's list counts (docs/retrieval.md has the
 # per-kind measurements): identifiers go to the symbol retriever, register questions get the
@@ -291,9 +290,6 @@ def asks_field(query: str) -> bool:
     return bool(FIELD_WORDS.search(query)) and not DESCRIBING_OPENING.match(query)
 
 
-# The register and field names a passage defines: a TRM "Register X" heading, a header card's
-# "X = base + offset" line, and either's field bullets ("- X [7:0] ...").
-DEFINED_NAME = re.compile(r"^(?:Register (\w+)|(\w+)\s*(?:\([^)]*\))?\s*=\s|- (\w+) \[)", re.MULTILINE)
 # Parts every register name shares say nothing about which register is meant.
 GENERIC_NAME_PARTS = frozenset(("reg",))
 # How much a name wholly spelled out by the question adds: about one list's vote at rank ~40, so it

@@ -21,17 +21,33 @@ import argparse
 import re
 import sys
 import time
-from collections import Counter, defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from chip_vocab import chip_ids, chips
+from capability_headers import acronym_spellings, capability_sections, comment_pairs, is_capability_header
+from chip_vocab import chip_ids
+from chunk_format import card_text, field_text, with_struct_fields_note
 from chunking import Block, Section, chunk_tree, word_count
-from lexicon import NO_LEXICON, Lexicon, is_abbreviation, mine
+from header_checks import census, check_registers, declared_symbols
+from header_scan import (
+    _FIELD_DOC,
+    _INCLUDE,
+    _LICENSE,
+    FIELD_SUFFIXES,
+    IDENT,
+    HeaderFile,
+    HeaderResult,
+    Item,
+    _brace_balance,
+    _strip_comments,
+    _with_comment,
+    scan_header,
+)
+from lexicon import NO_LEXICON, Lexicon, mine
 from provenance import source_provenance
 from releases import release_series, release_source, require_series
 from schema import make_row, read_jsonl, write_jsonl
@@ -47,7 +63,6 @@ HW_VERSION_DIRS: dict[tuple[str, str], tuple[str, ...] | None] = {
     ("esp32h21", "hw_ver_mp"): (),
     ("esp32h21", "hw_ver_beta1"): None,
 }
-FIELD_SUFFIXES = ("_M", "_V", "_S")
 GROUP_WORDS = 60  # consecutive one-line macros share a block up to this size
 # A struct stays one atomic block up to this size; past it (whole-peripheral register structs
 # reach 11,000 words) it is cut between members, never inside one.
@@ -55,203 +70,14 @@ STRUCT_SPLIT_WORDS = 1200
 # Register cards serve exact lookups (register tool, find_symbol), not vector search, so they are cut
 # in bigger pieces: with field lines, 400-word pieces would add ~7,000 rows to embed, 1,200 ~1,000.
 CARD_WORDS = 1200
-IDENT = r"[A-Za-z_]\w*"
-_DEFINE = re.compile(rf"^\s*#\s*define\s+({IDENT})(\([^)]*\))?\s*(.*)$", re.S)
 _REGISTER_HEADING = re.compile(rf"^\s*/\*\*\s*({IDENT})\s+register\s*$")
-_LICENSE = re.compile(r"SPDX-|Licensed under|Copyright", re.I)
-_BANNER = re.compile(r"[-=*]{5,}")
-_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
 
 
 class UsageError(Exception):
     """Bad command-line input: reported in one line with exit status 2."""
 
 
-# ---------------------------------------------------------------- header scanning
-
-
-@dataclass
-class Item:
-    """One top-level piece of a header: a #define, a declaration, or preprocessor glue.
-
-    ``comment`` is the comment written just above it (the macro's explanation) and travels with it.
-    """
-
-    kind: str  # "define" | "decl" | "pp" | "banner"
-    text: str
-    names: list[str] = field(default_factory=list)
-    params: str = ""
-    value: str = ""
-    comment: str = ""
-
-
-def _strip_comments(code: str) -> str:
-    code = re.sub(r"/\*.*?\*/", " ", code, flags=re.S)
-    return re.sub(r"//[^\n]*", " ", code)
-
-
-def _decl_names(code: str) -> list[str]:
-    """File-scope names a declaration introduces: typedef names, tags, enum constants, externs."""
-    bare = _strip_comments(code)
-    names: list[str] = []
-    names += re.findall(rf"\b(?:struct|union|enum)\s+({IDENT})\s*\{{", bare)
-    for body in re.findall(r"\benum\b[^{;]*\{(.*?)\}", bare, flags=re.S):
-        names += re.findall(rf"(?:^|,)\s*({IDENT})\s*(?:=[^,]*)?(?=,|$)", body.strip(), flags=re.S)
-    depth_zero = re.sub(r"\{[^{}]*\}", " ", bare)
-    while "{" in depth_zero:
-        reduced = re.sub(r"\{[^{}]*\}", " ", depth_zero)
-        if reduced == depth_zero:
-            break
-        depth_zero = reduced
-    if re.match(r"\s*typedef\b", depth_zero):
-        func_ptr = re.search(rf"\(\s*\*\s*({IDENT})\s*\)", depth_zero)
-        if func_ptr:
-            names.append(func_ptr.group(1))
-        else:
-            names += re.findall(rf"({IDENT})\s*(?:\[[^\]]*\])*\s*[,;]", depth_zero)
-    elif "(" in depth_zero and not depth_zero.lstrip().startswith('extern "C"'):
-        func = re.search(rf"({IDENT})\s*\([^()]*\)\s*(?:__attribute__\s*\(\(.*\)\))?\s*;?\s*$", depth_zero)
-        if func:
-            names.append(func.group(1))
-    else:
-        names += re.findall(rf"({IDENT})\s*(?:\[[^\]]*\])*\s*(?:=[^,;]*)?[,;]", depth_zero)
-    keywords = {"const", "volatile", "static", "extern", "struct", "union", "enum", "typedef", "int", "void"}
-    return [n for n in dict.fromkeys(names) if n not in keywords]
-
-
-def _brace_balance(code: str) -> int:
-    bare = _strip_comments(code)
-    return bare.count("{") - bare.count("}")
-
-
-def scan_header(text: str) -> list[Item]:
-    """Split a header into items, dropping licence text, include guards and C++ linkage glue."""
-    lines = text.replace("\r\n", "\n").split("\n")
-    items: list[Item] = []
-    pending_comment: list[str] = []
-    guard: str | None = None
-    in_cplusplus = False
-    index = 0
-
-    def take_comment() -> str:
-        comment = "\n".join(pending_comment).strip()
-        pending_comment.clear()
-        return comment
-
-    while index < len(lines):
-        line = lines[index]
-        stripped = line.strip()
-        if not stripped:
-            index += 1
-            continue
-        if stripped.startswith("/*") or stripped.startswith("//"):
-            block = [line]
-            if stripped.startswith("/*"):
-                while "*/" not in block[-1] and index + 1 < len(lines):
-                    index += 1
-                    block.append(lines[index])
-            index += 1
-            comment = "\n".join(block)
-            if _LICENSE.search(comment):
-                continue
-            # a register field's doc ("/** X : R/W; bitpos: ...; default: 39;\n *  ******* ...") is no banner
-            if _BANNER.search(comment) and comment.count("\n") < 3 and not _FIELD_DOC.search(comment):
-                title = re.sub(r"[/*\-=]+", " ", comment).strip()
-                if title:
-                    items.append(Item("banner", title))
-                    continue
-            pending_comment.append(comment)
-            continue
-        if stripped.startswith("#"):
-            logical = [line]
-            while (logical[-1].rstrip().endswith("\\") or _open_comment("\n".join(logical))) and (
-                index + 1 < len(lines)
-            ):
-                index += 1
-                logical.append(lines[index])
-            index += 1
-            directive = "\n".join(logical)
-            define = _DEFINE.match(directive)
-            if define:
-                name = define.group(1)
-                if name == guard:
-                    continue
-                value = re.sub(r"\s*\\\n\s*", " ", define.group(3)).strip()
-                items.append(
-                    Item(
-                        "define",
-                        directive,
-                        [name],
-                        params=define.group(2) or "",
-                        value=value,
-                        comment=take_comment(),
-                    )
-                )
-                continue
-            ifndef = re.match(rf"\s*#\s*ifndef\s+({IDENT})\s*$", directive)
-            if ifndef and guard is None and not items and re.search(r"_H_*$", ifndef.group(1)):
-                guard = ifndef.group(1)
-                continue
-            if re.match(r"\s*#\s*pragma\s+once", directive):
-                continue
-            if re.match(r"\s*#\s*if(def\s+|\s+defined\s*\(?\s*)__cplusplus", directive):
-                in_cplusplus = True
-                continue
-            if re.match(r"\s*#\s*endif", directive) and (
-                in_cplusplus or (guard and _only_blank_after(lines, index))
-            ):
-                in_cplusplus = False
-                continue
-            items.append(Item("pp", directive, comment=take_comment()))
-            continue
-        if in_cplusplus and (stripped in ("{", "}") or stripped.startswith('extern "C"')):
-            index += 1  # C++ linkage glue
-            continue
-        # a C declaration: read until braces balance and a ';' ends it
-        decl = [line]
-        while not _declaration_complete("\n".join(decl)) and index + 1 < len(lines):
-            index += 1
-            decl.append(lines[index])
-        index += 1
-        code = "\n".join(decl)
-        items.append(Item("decl", code, _decl_names(code), comment=take_comment()))
-    if pending_comment and items:
-        items[-1].text += "\n" + take_comment()
-    elif pending_comment:
-        items.append(Item("pp", take_comment()))  # a header that is only documentation
-    return items
-
-
-def _open_comment(code: str) -> bool:
-    """True while a /* comment started in ``code`` has not been closed yet."""
-    return "/*" in re.sub(r"/\*.*?\*/", " ", code, flags=re.S)
-
-
-def _declaration_complete(code: str) -> bool:
-    """Braces balanced and ended by ';' -- or a closed function body (static inline helpers)."""
-    if _open_comment(code) or _brace_balance(code) > 0:
-        return False
-    bare = _strip_comments(code).rstrip()
-    if bare.endswith(";"):
-        return True
-    head = bare.split("{", 1)[0]
-    return bare.endswith("}") and ")" in head and "=" not in head
-
-
-def _only_blank_after(lines: list[str], index: int) -> bool:
-    rest = "\n".join(lines[index:])
-    return not _strip_comments(rest).strip()
-
-
 # ---------------------------------------------------------------- classification
-
-
-@dataclass(frozen=True)
-class HeaderFile:
-    path: Path
-    rel_path: str  # repository path, e.g. components/soc/esp32c3/register/soc/uart_reg.h
-    chips: tuple[str, ...]
-    revisions: tuple[str, ...]
 
 
 def discover_headers(idf_path: Path) -> tuple[list[HeaderFile], list[str]]:
@@ -460,10 +286,7 @@ def card_blocks(items: list[Item], struct: tuple[str, dict[str, list[str]]] | No
                     orphan_fields.append(name)
                     orphan_lines.append(line)
             continue
-        line = f"{name}{item.params} = {_unwrap(item.value)}"
-        description = _register_description(item.comment, name)
-        if description:
-            line += f"  // {description}"
+        line = card_text(name, item.params, _unwrap(item.value), _register_description(item.comment, name))
         if orphan_fields and not _same_peripheral(orphan_fields, name):
             # the layout every pad shares (SLP_OE, FUN_IE before IO_MUX_GPIO0_REG) is no one register's
             blocks.append(Block("\n".join(["Field macros:", *orphan_lines]), symbol_refs=list(orphan_fields)))
@@ -494,9 +317,7 @@ def _borrow_struct_fields(block: Block, struct_name: str, typedefs: dict[str, li
     typedef = _struct_typedef_for(block.symbol_refs[0], typedefs)
     if typedef is None:
         return
-    note = f"[fields from {struct_name} {typedef}]"  # registers._STRUCT_FIELDS reads it back
-    line = block.text + (" " if "  // " in block.text else "  // ") + note
-    block.text = "\n".join([line, *typedefs[typedef]])
+    block.text = "\n".join([with_struct_fields_note(block.text, struct_name, typedef), *typedefs[typedef]])
 
 
 def field_line(name: str, comment: str, values: dict[str, str], bits: str | None = None) -> str:
@@ -507,24 +328,12 @@ def field_line(name: str, comment: str, values: dict[str, str], bits: str | None
     bits = bits or _macro_bits(values.get(f"{name}_S"), values.get(f"{name}_V"))
     if bits is None and doc is not None:
         bits = _high_first(doc.group("bits").replace(" ", ""))
-    parts = [f"- {name} [{bits or '?'}]"]
-    if doc is not None:
-        access = doc.group("access").strip()
-        if access:
-            parts.append(f"({access})")
-        parts.append(f"reset {parse_default(doc.group('default')) or 'x'}")
-    line = " ".join(parts)
+    access = doc.group("access").strip() if doc is not None else None
+    reset = (parse_default(doc.group("default")) or "x") if doc is not None else None
     description = _field_description(comment[doc.end() :] if doc else "")
-    return f"{line}: {description}" if description else line
+    return field_text(name, bits or "?", access, reset, description or None)
 
 
-_FIELD_DOC = re.compile(
-    # "bitpos:43]" (ESP32 dport_reg.h) and "bitpos: [3] for DATE == ... (rev 1.2)" occur upstream;
-    # a long name wraps the comment before "default:" or its value onto a " *  " line (P4, S31)
-    rf"/\*+\s*(?P<name>{IDENT})\s*:\s*(?P<access>[^;]*?)\s*;[\s*]*bitpos\s*:\s*\[?(?P<bits>[\d:\s]*)\]?[^;]*;"
-    r"[\s*]*default\s*:[\s*]*(?P<default>[^;]*?)\s*;",
-    re.S,
-)
 _VERILOG_NUMBER = re.compile(r"^(?P<neg>~)?\s*(?P<width>\d+)'(?P<base>[bBhHdD])(?P<digits>[0-9a-fA-F_]+)$")
 DESCRIPTION_CHARS = 120  # a field's description on the card; the struct header and manual hold the rest
 
@@ -680,199 +489,6 @@ def split_struct_members(code: str) -> list[str]:
     return ["\n".join(piece) for piece in pieces]
 
 
-def _with_comment(item: Item) -> str:
-    return f"{item.comment}\n{item.text}" if item.comment else item.text
-
-
-# ---------------------------------------------------------------- capability headers
-
-# The naming conventions of capability macros, read as words; the abbreviations inside the names
-# (MEM, INTR, CHAN, ...) come from the lexicon mined from the register headers' field comments.
-CAPABILITY_COUNT_WORDS = frozenset(("num", "nums", "count", "cnt", "number"))
-CAPABILITY_CONVENTIONS = {
-    "max": "maximum",
-    "min": "minimum",
-    "len": "length",
-    "caps": "capabilities",
-    "periph": "peripheral",
-}
-CAPABILITY_DEFINES_PER_CHUNK = 8
-_FIELD_COMMENT = re.compile(rf"^/\*\*?\s*({IDENT})\s*:[^\n]*\n?(.*?)\*/(.*)$", re.S)
-
-
-def is_capability_header(file_name: str) -> bool:
-    return file_name.endswith("_caps.h")
-
-
-def comment_pairs(items: list[Item]) -> list[tuple[str, str]]:
-    """(field, description) from generated register headers' field comments, for the lexicon:
-    ``/** UART_RXFIFO_FULL_THRHD : R/W; bitpos: [9:0]; default: 96;`` then the words."""
-    pairs = []
-    for item in items:
-        match = _FIELD_COMMENT.match(item.comment) if item.kind == "define" and item.comment else None
-        if match is None or match.group(1) != item.names[0]:
-            continue
-        description = re.sub(
-            r"/\*+|\*+/|^\s*\*|description\s*:", " ", match.group(2) + match.group(3), flags=re.M
-        )
-        if description.strip():
-            pairs.append((item.names[0], " ".join(description.split())))
-    return pairs
-
-
-def capability_gloss(name: str, value: str, params: str, lexicon: Lexicon, group: str = "") -> str:
-    """``SOC_RMT_MEM_WORDS_PER_CHANNEL 48`` read as "RMT memory words per channel: 48"; a peripheral
-    outside its own group is spelled out: ``SOC_EMAC_SUPPORTED`` "supports EMAC (Ethernet MAC): yes"."""
-    # digits kept: in I2S, SHA256, AES_128 or EXT1_WAKEUP they are the meaning, not an instance
-    # number as in a register's CH0 (lexicon.name_parts drops those)
-    parts = [piece for piece in name.removeprefix("SOC_").split("_") if piece]
-    words = [
-        CAPABILITY_CONVENTIONS.get(part.lower()) or lexicon.expand_part(part) or _gloss_word(part)
-        for part in parts[1:]
-    ]
-    peripheral = parts[0] if parts else name  # the peripheral keeps its acronym
-    spelled = lexicon.spell_out(peripheral) if peripheral.upper() != group.upper() else None
-    words.insert(0, f"{peripheral} ({spelled})" if spelled else peripheral)
-    shown = _plain_value(value) + (f" (for each {params.strip('()')})" if params else "")
-    flag = {"1": "yes", "0": "no"}.get(shown, shown)
-    lowered = [w.lower() for w in words]
-    for verb in ("supported", "support", "supports", "has"):
-        if verb in lowered[1:]:
-            rest = [w for w, low in zip(words, lowered, strict=True) if low != verb]
-            return f"{'has' if verb == 'has' else 'supports'} {' '.join(rest)}: {flag}"
-    if lowered[-1] in CAPABILITY_COUNT_WORDS:
-        return f"number of {' '.join(words[:-1])}: {shown}"
-    return f"{' '.join(words)}: {shown}"
-
-
-def _gloss_word(part: str) -> str:
-    """A part as a word: ``10BIT`` -> "10-bit"; acronyms with digits (I2S, SHA256) stay as written."""
-    bits = re.fullmatch(r"(\d+)BITS?", part)
-    if bits:
-        return f"{bits.group(1)}-bit"
-    return part if re.search(r"\d", part) else part.lower()
-
-
-# Peripheral acronyms spelled out where the ESP-IDF docs introduce them ("LED Control (LEDC)",
-# "Ethernet MAC (EMAC)"): questions say "LED PWM" or "Ethernet", the capability macros say LEDC
-# and EMAC. Read from the same checkout's docs sources, so they move with its commit.
-DOCS_SOURCES = Path("docs/en")
-_SPELLED_ACRONYM = re.compile(
-    r"\b([A-Z][\w/-]*(?: (?:[A-Z][\w/-]*|to|of|and|for|the|in|on|with))*) \(([A-Z][A-Z0-9_]{1,15})\)"
-)
-MAX_SPELLING_WORDS = 6
-MAX_SPELLINGS = 2
-
-
-def acronym_spellings(idf_path: Path) -> dict[str, str]:
-    """Acronym -> its one or two commonest spellings in the docs (``RMT`` -> "Remote Control
-    Transceiver"). A spelling starts with the acronym's first letter, holds its letters in order
-    ("USB-to-Serial (UART)" is no spelling of UART) and does not repeat it ("UART Controller");
-    words before that letter ("See Pulse Counter (PCNT)") are dropped."""
-    counts: dict[str, Counter[str]] = defaultdict(Counter)
-    for source in sorted((idf_path / DOCS_SOURCES).rglob("*.rst")):
-        for phrase, acronym in _SPELLED_ACRONYM.findall(source.read_text(encoding="utf-8", errors="replace")):
-            words = phrase.split()
-            while words and words[0][0] != acronym[0]:
-                words.pop(0)
-            if (
-                words
-                and len(words) <= MAX_SPELLING_WORDS
-                and acronym not in (w.upper() for w in words)
-                and "_" not in phrase  # an eFuse field list (BLOCK3 (BLOCK_KEY0)) is no spelling
-                and is_abbreviation("".join(filter(str.isalpha, acronym.lower())), " ".join(words).lower())
-            ):
-                counts[acronym][" ".join(words)] += 1
-    spellings = {}
-    for acronym, phrases in counts.items():
-        distinct: dict[str, str] = {}
-        for phrase, _ in phrases.most_common():
-            distinct.setdefault(phrase.lower(), phrase)
-        spellings[acronym] = ", ".join(list(distinct.values())[:MAX_SPELLINGS])
-    return spellings
-
-
-def _plain_value(value: str) -> str:
-    """``(1U)`` -> ``1``; expressions and masks stay as written."""
-    bare = _strip_comments(value).strip()
-    while bare.startswith("(") and bare.endswith(")"):
-        bare = bare[1:-1].strip()
-    number = re.fullmatch(r"(0x[0-9A-Fa-f]+|\d+)[uUlL]*", bare)
-    return number.group(1) if number else bare
-
-
-def capability_sections(header: HeaderFile, items: list[Item], lexicon: Lexicon) -> Section:
-    """One small chunk per peripheral's capabilities, each macro followed by what it counts in words.
-
-    A capability question ("how many RMT channels") is answered by one ``#define`` line; inside a
-    400-word run of unrelated macros it ranked below other chunks. Each banner (``RMT CAPS``) is a
-    group; the ``SOC_X_SUPPORTED`` flags listed together at the top join their peripheral's group.
-    """
-    groups: dict[str, list[Item]] = {}
-    current = "general"
-    for item in items:
-        if item.kind == "banner":
-            current = re.sub(r"\s*CAPS?$", "", item.text.strip(), flags=re.I) or item.text.strip()
-            continue
-        groups.setdefault(current, []).append(item)
-    _regroup_support_flags(groups)
-    chip_name = chips()[header.chips[0]].name if len(header.chips) == 1 else "every chip"
-    root = Section(header.rel_path)
-    for group, members in groups.items():
-        pieces = [
-            members[i : i + CAPABILITY_DEFINES_PER_CHUNK]
-            for i in range(0, len(members), CAPABILITY_DEFINES_PER_CHUNK)
-        ]
-        section = Section(group)
-        spelled = lexicon.spell_out(group)
-        named = f"{group} = {spelled}" if spelled else group
-        for piece in pieces:
-            lines = [f"{chip_name} capabilities: {named} ({header.path.name})"]
-            for item in piece:
-                lines.append(_with_comment(item))
-                if item.kind == "define":
-                    gloss = capability_gloss(item.names[0], item.value, item.params, lexicon, group)
-                    lines.append(f"  = {gloss}")
-            names = [name for item in piece for name in item.names]
-            section.blocks.append(Block("\n".join(lines), atomic=True, standalone=True, symbol_refs=names))
-        root.children.append(section)
-    return root
-
-
-def _names_start(items: list[Item], prefix: str) -> bool:
-    return any(name.startswith(prefix) for item in items for name in item.names)
-
-
-def _regroup_support_flags(groups: dict[str, list[Item]]) -> None:
-    """Move ``SOC_<X>_SUPPORTED`` flags into the group whose macros share the ``SOC_<X>_`` prefix."""
-    for group, members in list(groups.items()):
-        for item in list(members):
-            name = item.names[0] if item.kind == "define" and item.names else ""
-            if not name.endswith("_SUPPORTED"):
-                continue
-            prefix = name.removesuffix("SUPPORTED")
-            target = next(
-                (
-                    g
-                    for g, ms in groups.items()
-                    if g != group and any(n.startswith(prefix) for m in ms for n in m.names)
-                ),
-                None,
-            )
-            if target is not None:
-                members.remove(item)
-                groups[target].insert(0, item)
-    for group in [g for g, ms in groups.items() if not ms]:
-        del groups[group]
-
-
-@dataclass
-class HeaderResult:
-    rows: list[dict[str, Any]]
-    card: bool
-    declared: set[str]
-
-
 def read_header(header: HeaderFile) -> tuple[str, list[Item]]:
     """A header's text and its scanned items."""
     text = header.path.read_text(encoding="utf-8", errors="replace")
@@ -923,53 +539,6 @@ def header_rows(
             )
         )
     return HeaderResult(rows, card, declared)
-
-
-# ---------------------------------------------------------------- census (independent of the scanner)
-
-
-def declared_symbols(text: str) -> set[str]:
-    """What a header declares, by plain regexes over comment-free text (not via scan_header).
-
-    Include guards are left out; per-field _M/_V/_S macros are collapsed into their field name,
-    which is what a card keeps.
-    """
-    bare = _strip_comments(text)
-    names = set(re.findall(rf"^\s*#\s*define\s+({IDENT})", bare, flags=re.M))
-    guards = set(re.findall(rf"^\s*#\s*ifndef\s+({IDENT})\s*\n\s*#\s*define\s+\1\b", bare, flags=re.M))
-    names -= guards
-    names = {n[:-2] if n.endswith(FIELD_SUFFIXES) and n[:-2] in names else n for n in names}
-    names |= set(re.findall(rf"\}}\s*({IDENT})\s*;", _top_level(bare)))  # typedef struct {...} name;
-    names |= set(re.findall(rf"\b(?:struct|union|enum)\s+({IDENT})\s*\{{", bare))
-    return names
-
-
-def _top_level(code: str) -> str:
-    """``code`` with every brace body emptied, so only file-scope names remain around ``{}``."""
-    out: list[str] = []
-    depth = 0
-    for char in code:
-        if char == "}":
-            depth -= 1
-        if depth == 0:
-            out.append(char)
-        if char == "{":
-            depth += 1
-    return "".join(out)
-
-
-def census(results: dict[str, HeaderResult]) -> tuple[int, int, list[tuple[str, list[str]]]]:
-    """(declared, reached, [(file, missing names)]) over every ingested header."""
-    declared_total = reached_total = 0
-    gaps: list[tuple[str, list[str]]] = []
-    for rel_path, result in results.items():
-        in_chunks = {s for row in result.rows for s in row["symbol_refs"]}
-        missing = sorted(result.declared - in_chunks)
-        declared_total += len(result.declared)
-        reached_total += len(result.declared) - len(missing)
-        if missing:
-            gaps.append((rel_path, missing))
-    return declared_total, reached_total, gaps
 
 
 # ---------------------------------------------------------------- ingest CLI
@@ -1024,113 +593,6 @@ def per_chip_counts(results: dict[str, HeaderResult]) -> dict[str, tuple[int, in
         counts[key][0] += 1
         counts[key][1] += len(result.rows)
     return {k: (v[0], v[1]) for k, v in counts.items()}
-
-
-# ---------------------------------------------------------------- TRM register resolution
-
-
-_TRM_REGISTER = re.compile(r"^Register (\S+)(?: \((.*)\))?\s*$", re.M)
-
-
-@dataclass(frozen=True)
-class TrmRegister:
-    name: str
-    params: tuple[str, ...]  # parameter letters from "(n: 0-7)", e.g. ("n",)
-
-
-def scopes(row: dict[str, Any]) -> list[str]:
-    """Where a row counts: its chips, and for chips with several manuals (ESP32-P4) chip + revision,
-    so hw_ver1 headers are checked against the v1.3 manual and hw_ver3 against mainline."""
-    keys = []
-    for chip in row["chips"]:
-        published = chips()[chip].revisions
-        if len(published) > 1:
-            keys += [f"{chip} {rev}" for rev in (row["revisions"] or published)]
-        else:
-            keys.append(chip)
-    return keys
-
-
-def trm_registers(rows: Iterable[dict[str, Any]]) -> dict[str, set[TrmRegister]]:
-    """scope -> the registers named by "Register NAME" lines of doc_type trm rows."""
-    per_scope: dict[str, set[TrmRegister]] = defaultdict(set)
-    for row in rows:
-        if row.get("doc_type") != "trm":
-            continue
-        for match in _TRM_REGISTER.finditer(row["text"]):
-            params = tuple(re.findall(r"([A-Za-z]\w*)\s*:", match.group(2) or ""))
-            for scope in scopes(row):
-                per_scope[scope].add(TrmRegister(match.group(1), params))
-    return per_scope
-
-
-def src_symbols(rows: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
-    """scope -> every symbol the chip's headers (and the shared ones) declare."""
-    per_scope: dict[str, set[str]] = defaultdict(set)
-    for row in rows:
-        if row.get("doc_type") != "src":
-            continue
-        for scope in scopes(row):
-            per_scope[scope].update(row["symbol_refs"])
-    return per_scope
-
-
-def parameter_pattern(name: str, params: Iterable[str]) -> re.Pattern[str] | None:
-    """``AES_KEY_n_REG`` with parameter n -> regex matching AES_KEY_3_REG; None if unparameterised."""
-    letters = set(params) or {t for t in re.split(r"_", name) if t.islower() and len(t) <= 2}
-    if not letters:
-        return None
-    alternation = "|".join(sorted((re.escape(p) for p in letters), key=len, reverse=True))
-    pattern = re.sub(rf"(?<![A-Za-z])({alternation})(?![a-z])", "\x00", name)
-    if "\x00" not in pattern:
-        pattern = re.sub(rf"({alternation})", "\x00", name)
-    if "\x00" not in pattern:
-        return None
-    return re.compile("^" + re.escape(pattern).replace("\x00", r"\d+") + "$")
-
-
-def classify_register(register: TrmRegister, symbols: set[str], by_suffix: dict[str, list[str]]) -> str:
-    """How a TRM register name relates to the chip's headers (the check-registers categories)."""
-    if register.name in symbols:
-        return "exact"
-    pattern = parameter_pattern(register.name, register.params)
-    if pattern is not None and any(pattern.match(s) for s in symbols):
-        return "parameterised"
-    if register.name.upper() in symbols or register.name.upper().replace("_N_", "_") in symbols:
-        return "parameterised"
-    suffix = register.name.split("_", 1)[-1]
-    if suffix in symbols or by_suffix.get(suffix) or by_suffix.get(register.name):
-        return "prefix-differs"  # the same name once a leading peripheral token is dropped
-    return "absent"
-
-
-def check_registers(trm_rows: Iterable[dict[str, Any]], src_rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Per chip: the share of TRM register names that resolve to a #define in that chip's headers."""
-    trm = trm_registers(trm_rows)
-    src = src_symbols(src_rows)
-    report: dict[str, Any] = {}
-    for chip in sorted(trm):
-        symbols = {s for s in src.get(chip, set()) if "_REG" in s}
-        by_suffix: dict[str, list[str]] = defaultdict(list)
-        for symbol in symbols:
-            by_suffix[symbol.split("_", 1)[-1]].append(symbol)
-        categories: Counter[str] = Counter()
-        samples: dict[str, list[str]] = defaultdict(list)
-        for register in sorted(trm[chip], key=lambda r: r.name):
-            category = classify_register(register, symbols, by_suffix)
-            categories[category] += 1
-            if category != "exact" and len(samples[category]) < 6:
-                samples[category].append(register.name)
-        total = sum(categories.values())
-        resolved = categories["exact"] + categories["parameterised"]
-        report[chip] = {
-            "trm_registers": total,
-            "resolved": resolved,
-            "share": resolved / total if total else 0.0,
-            "categories": dict(categories),
-            "samples": dict(samples),
-        }
-    return report
 
 
 # ---------------------------------------------------------------- CLI

@@ -32,6 +32,7 @@ from lxml import etree
 from tqdm import tqdm
 
 from chip_vocab import chips, validate_chip
+from chunk_format import PATH_SEPARATOR, chunk_body, section_path_of
 from chunking import chunk_tree
 from provenance import UNKNOWN, Provenance, build_provenance, source_provenance
 from releases import release_series, release_source, require_series
@@ -65,11 +66,6 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
-def chunk_body(text: str) -> str:
-    """A chunk's text without its section-path prefix line, which would inflate capture."""
-    return text.split("\n\n", 1)[1] if "\n\n" in text else text
-
-
 def page_text_pieces(root: etree._Element, titles: bool = True) -> Iterator[str]:
     """Every text node of the page that a reader sees, element boundaries kept as breaks."""
 
@@ -100,10 +96,10 @@ def page_capture(root: etree._Element, page_rows: Iterable[dict[str, Any]]) -> t
     got: Counter[str] = Counter()
     headed: set[str] = set()
     for row in page_rows:
-        path = row["text"].split("\n\n", 1)[0].split(" > ")
+        path = section_path_of(row["text"])
         for depth in range(1, len(path) + 1):
             # a section title is page text once, though every chunk below it repeats it
-            prefix = " > ".join(path[:depth])
+            prefix = PATH_SEPARATOR.join(path[:depth])
             if prefix not in headed:
                 headed.add(prefix)
                 got.update(tokens(path[depth - 1]))

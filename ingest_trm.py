@@ -24,16 +24,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from chip_vocab import chip_for_trm_folder, trm_chips, validate_chip, validate_revision
+from chunk_format import REGISTER_BLOCK_START
 from chunking import Chunk, chunk_tree
-from latex_parser import (
-    INCLUDE_COMMAND,
-    IncludeResolver,
-    ParsedChapter,
-    document_body,
-    parse_chapter,
-    read_group,
-    strip_comments,
-)
+from latex_parser import ParsedChapter, parse_chapter
+from latex_source import INCLUDE_COMMAND, IncludeResolver, document_body, read_group, strip_comments
 from lexicon import annotate_register_terms
 from provenance import source_provenance
 from schema import make_row, write_jsonl
@@ -42,7 +36,6 @@ CHAPTER_ROOT = re.compile(r"^\d{2}-.+__EN\.tex$")
 REVISION_IN_NAME = re.compile(r"chip-revision-(v\d+(?:\.\d+)*)", re.IGNORECASE)
 MAINLINE = "mainline"
 # a rendered register block's first two lines; a table row may also start with "Register"
-REGISTER_HEAD = re.compile(r"^Register .*\nAddress: ", re.MULTILINE)
 EXPECTED_TREE = (
     "a TRM LaTeX tree: chip folders named like ESP32-C3 or ESP8684, each holding numbered "
     "chapter roots NN-NAME__EN.tex and a <chip>-main__EN.tex manual"
@@ -261,7 +254,7 @@ def ingest(trm_root: Path, manuals: list[Manual], progress: bool = True) -> Inge
             for item in merge_manuals(editions[key]):
                 revisions = item.revisions if multi else []
                 report.revision_mix["+".join(revisions) if revisions else "none"] += 1
-                report.registers_per_chip[chip] += len(REGISTER_HEAD.findall(item.chunk.text))
+                report.registers_per_chip[chip] += len(REGISTER_BLOCK_START.findall(item.chunk.text))
                 report.rows.append(
                     make_row(
                         text=item.chunk.text,

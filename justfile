@@ -20,6 +20,10 @@ lint:
     uv run ruff check .
     uv run ruff format --check .
 
+# The modules' import graph by layer; healthy: the last line ends "0 problems" (no upward edge).
+imports:
+    uv run import_graph.py
+
 # Serve the MCP server over stdio on the store; healthy: it waits silently for a client.
 serve:
     uv run mcp_server.py --db {{db}}

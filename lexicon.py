@@ -23,6 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chunk_format import (
+    DESCRIBED_FIELD_LINE,
+    REGISTER_BLOCK_START,
+    REGISTER_NAME_LINE,
+    SUMMARY_LINE,
+    with_terms,
+)
 from schema import content_hash, read_jsonl
 
 # A pairing must recur this often, and win this share of the part's appearances, to be believed.
@@ -35,13 +42,6 @@ MAX_TERMS_PER_CHUNK = 24
 _TOKEN = re.compile(r"[a-z]+")
 # Names inside a description (UART_RXFIFO_FULL_INT, CHn) are not the words that explain a name.
 _IDENTIFIER = re.compile(r"\b\w*(?:_|\d|[a-z][A-Z])\w*\b")
-_FIELD_LINE = re.compile(
-    r"^- (?P<name>[A-Za-z]\w+)(?: \[[^\]]*\])?(?: \([^)]*\))?(?: reset [^:]*)?: (?P<desc>.+)$"
-)
-_REGISTER_LINE = re.compile(r"^Register (?P<name>[A-Za-z]\w+)")
-_SUMMARY_LINE = re.compile(r"^Summary: (?P<desc>.+)$")
-_REGISTER_BLOCK = re.compile(r"^Register \S+.*\nAddress: ", re.MULTILINE)
-TERMS_PREFIX = "Terms: "
 
 
 @dataclass(frozen=True)
@@ -174,22 +174,13 @@ def register_pairs(text: str) -> list[tuple[str, str]]:
     pairs = []
     register = None
     for line in text.splitlines():
-        if (head := _REGISTER_LINE.match(line)) is not None:
+        if (head := REGISTER_NAME_LINE.match(line)) is not None:
             register = head.group("name")
-        elif register and (summary := _SUMMARY_LINE.match(line)) is not None:
+        elif register and (summary := SUMMARY_LINE.match(line)) is not None:
             pairs.append((register, summary.group("desc")))
-        elif (field := _FIELD_LINE.match(line)) is not None:
+        elif (field := DESCRIBED_FIELD_LINE.match(line)) is not None:
             pairs.append((field.group("name"), field.group("desc")))
     return pairs
-
-
-def with_terms(text: str, terms: list[str]) -> str:
-    """Insert the ``Terms:`` line before a register block's field list (early, where the embedder reads)."""
-    if not terms:
-        return text
-    lines = text.split("\n")
-    at = lines.index("Fields:") if "Fields:" in lines else len(lines)
-    return "\n".join([*lines[:at], TERMS_PREFIX + "; ".join(terms), *lines[at:]])
 
 
 def annotate_register_terms(rows: list[dict[str, Any]]) -> Lexicon:
@@ -197,7 +188,7 @@ def annotate_register_terms(rows: list[dict[str, Any]]) -> Lexicon:
     ``Terms:`` line of its own names (rewriting its content hash). Returns the lexicon mined."""
     lexicon = mine(pair for row in rows for pair in register_pairs(row["text"]))
     for row in rows:
-        if not _REGISTER_BLOCK.search(row["text"]):
+        if not REGISTER_BLOCK_START.search(row["text"]):
             continue
         text = with_terms(row["text"], lexicon.terms(row["symbol_refs"], row["text"]))
         if text != row["text"]:

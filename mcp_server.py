@@ -42,10 +42,10 @@ import http_security
 import project_scope
 import registers
 from chip_vocab import chip_ids, normalize_chip
-from embed_and_store import resolve_db_uri
 from embedder import get_embedder, user_cache_dir
 from project_scope import Applied, ScopeResolver
 from search import MAX_K, READ_DEFAULT_CHARS, READ_MAX_CHARS, SearchEngine, SearchInputError, open_engine
+from store import resolve_db_uri
 from store_watch import DEFAULT_REFRESH_SECONDS, StoreUnavailable, StoreWatch
 
 SAMPLES_DIR = Path(__file__).with_name("samples")

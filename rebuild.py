@@ -43,8 +43,8 @@ from typing import Any, Literal
 
 from tqdm import tqdm
 
+from capability_headers import DOCS_SOURCES
 from embedder import MODEL_IDS
-from ingest_source import DOCS_SOURCES
 from sources import (
     Release,
     Sources,
@@ -371,7 +371,8 @@ def command_stage_action(
 
 def _store_rows(db: str, doc_type: str) -> list[dict[str, object]]:
     """One doc_type's row keys in the store (none when there is no store)."""
-    from embed_and_store import ROW_KEY, StoreError, open_store
+    from embed_and_store import ROW_KEY
+    from store import StoreError, open_store
 
     try:
         table = open_store(db)

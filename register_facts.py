@@ -24,9 +24,12 @@ from typing import Any
 
 from tqdm import tqdm
 
+import register_bases
+import register_index
+import register_views
 import registers
 from chip_vocab import chips, validate_chip
-from embed_and_store import StoreError, open_store, resolve_db_uri
+from store import StoreError, open_store, resolve_db_uri
 
 
 @dataclass
@@ -92,10 +95,10 @@ def address_coverage(table: Any, chip: str, revision: str | None, release: str |
     (or list it among the registers sharing that address). A register whose header expression
     cannot be evaluated is looked up by name first and must then answer at the address it gives.
     ``release``: the ESP-IDF release whose headers are walked (a store may hold several)."""
-    index = registers.chip_index(table, chip, revision, release)
+    index = register_index.chip_index(table, chip, revision, release)
     coverage = Coverage(_label(chip, revision))
     for macro in sorted(index.header_registers(), key=lambda m: m.name):
-        instances = registers.instance_addresses(index, macro)
+        instances = register_bases.instance_addresses(index, macro)
         if not instances:
             try:
                 answer = registers.lookup_register(
@@ -114,7 +117,9 @@ def address_coverage(table: Any, chip: str, revision: str | None, release: str |
             instances = [(0, int(answer["address_absolute"], 16))]
         for instance, address in instances:
             label = (
-                registers.instance_label(index, macro, instance) if macro.params or instance else macro.name
+                register_bases.instance_label(index, macro, instance)
+                if macro.params or instance
+                else macro.name
             )
             if index.owning_base(address) is None:  # 0x6D: a register id on the analog I2C bus
                 coverage.not_memory_mapped.append(label)
@@ -161,7 +166,7 @@ class Census:
 
 
 def census(table: Any, chip: str, revision: str | None, release: str | None = None) -> Census:
-    index = registers.chip_index(table, chip, revision, release)
+    index = register_index.chip_index(table, chip, revision, release)
     result = Census(_label(chip, revision))
     for macro in sorted(index.header_registers(), key=lambda m: m.name):
         result.header_registers += 1
@@ -189,7 +194,7 @@ def census(table: Any, chip: str, revision: str | None, release: str | None = No
         except ValueError as error:  # a manual "register" named clicintattr[i] is no identifier
             result.manual_unanswered.append((name, str(error)))
             continue
-        if answer["sources"][registers.HEADERS] is None:
+        if answer["sources"][register_views.HEADERS] is None:
             continue
         result.manual_compared += 1
         if not answer["disagreements"]:
@@ -203,7 +208,7 @@ def census(table: Any, chip: str, revision: str | None, release: str | None = No
 def gap_kind(answer: dict[str, Any], has_manual: bool) -> str:
     """Why a header register has no fields or no reset, in the census's classes."""
     if answer["fields"]:
-        if registers.MASK_FIELDS_NOTE in str(answer.get("sources", {}).get(registers.HEADERS)):
+        if register_index.MASK_FIELDS_NOTE in str(answer.get("sources", {}).get(register_views.HEADERS)):
             return "fields as bit ranges only (bare mask/shift macros upstream): no access, default or reset"
         if any(_undefined(f["reset"]) or f["bits"] == "?" for f in answer["fields"]):
             return "fields, but a default the sources leave undefined (x / see fields)"
@@ -223,9 +228,9 @@ def _undefined(reset: str | None) -> bool:
     return reset is None or re.fullmatch(r"[xX]+", reset) is not None
 
 
-def _first_instance(index: registers.ChipIndex, name: str) -> str:
+def _first_instance(index: register_index.ChipIndex, name: str) -> str:
     """A parameterised manual register is compared at its first instance the headers define."""
-    instances = registers.manual_instances(index.trm[name][0].register)
+    instances = register_bases.manual_instances(index.trm[name][0].register)
     defined = [n for n, _ in instances if n in index.macros]
     return defined[0] if defined else name
 
@@ -305,7 +310,7 @@ def _chips(names: list[str] | None) -> list[str]:
 
 def _cmd_addresses(args: argparse.Namespace) -> int:
     table = _open(args.db)
-    default = registers.held_releases(table).default
+    default = register_views.held_releases(table).default
     results = [
         address_coverage(table, c, r, default(c))
         for c, r in tqdm(scopes(_chips(args.chip)), desc="address map")
@@ -333,7 +338,7 @@ def _cmd_addresses(args: argparse.Namespace) -> int:
 
 def _cmd_census(args: argparse.Namespace) -> int:
     table = _open(args.db)
-    default = registers.held_releases(table).default
+    default = register_views.held_releases(table).default
     results = [census(table, c, r, default(c)) for c, r in tqdm(scopes(_chips(args.chip)), desc="census")]
     for r in results:
         print(

@@ -13,23 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from chip_vocab import chips
-from embed_and_store import REGISTER_BLOCK
+from chunk_format import FIELDS_LINE, REGISTER_CHUNK_HEAD
 
 RESULT_TEXT_CHARS = 2400
 IDF_DOCS_URL = "https://docs.espressif.com/projects/esp-idf/en/latest/{chip}/{path}.html"
-
-# fmt: off
-STOPWORDS = frozenset((
-    "the", "and", "for", "how", "what", "which", "where", "does", "with", "from", "that", "this",
-    "into", "are", "can", "its", "use", "set", "get", "there", "when", "who", "why", "will",
-    "about", "register", "address",
-))
-# fmt: on
-
-
-def query_terms(query: str) -> list[str]:
-    """Content words of a query, used to place the excerpt window of a long chunk."""
-    return [w for w in dict.fromkeys(re.findall(r"[a-z0-9_]{3,}", query.lower())) if w not in STOPWORDS]
 
 
 def excerpt(
@@ -77,10 +64,10 @@ def _tail_start(text: str, lead_end: int, room: int) -> int:
 
 
 def _lead(text: str) -> str:
-    register = REGISTER_BLOCK.match(text)
+    register = REGISTER_CHUNK_HEAD.match(text)
     if register is None:
         return text.split("\n", 1)[0]
-    fields = text.find("\nFields:", register.start())
+    fields = text.find("\n" + FIELDS_LINE, register.start())
     return text[: fields if fields >= 0 else register.end()].rstrip()
 
 

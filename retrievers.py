@@ -18,6 +18,7 @@ from typing import Any
 # read before lancedb loads, so set it first.
 os.environ.setdefault("LANCEDB_LOG", "error")
 
+from chunk_format import definition_regexes
 from schema import CHUNK_FIELDS, WINDOWS_COLUMN
 
 CANDIDATE_POOL = 40
@@ -124,29 +125,10 @@ def definition_strength(text: str, ref: str) -> int:
     """2 where a line defines ``ref`` (register header, register field bullet, #define, card address,
     prototype, Kconfig heading, or the chunk's own section named after it, as a Kconfig option chunk's
     path ends in the option), 1 where a line starts with it (table row), 0 for a passing mention."""
-    strong, weak = _definition_regexes(ref)
+    strong, weak = definition_regexes(ref)
     if strong.search(text):
         return 2
     return 1 if weak.search(text) else 0
-
-
-@functools.lru_cache(maxsize=4096)
-def _definition_regexes(ref: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """The defining-line alternatives as one regex, and the table-row one, compiled once per ref:
-    every symbol hit is tested for every ref it matched."""
-    name = re.escape(ref)
-    strong = (
-        rf"^\s*Register\s+{name}\b",
-        rf"^\s*#define\s+{name}\b",
-        rf"^\s*{name}\s*(?:\([^)]*\))?\s*=",
-        rf"^\s*#+\s*{name}\s*$",
-        rf"\A(?:[^\n]* > )?{name}[ \t]*$",
-        rf"^\s*-\s+{name}\s+\[\d",
-        rf"^\s*(?:[\w*]+\s+){{1,4}}\**{name}\s*\([^()]*\)\s*;?\s*$",
-    )
-    flags = re.IGNORECASE | re.MULTILINE
-    weak = rf"^\s*(?:[-*]\s+)?{name}\b"
-    return re.compile("|".join(f"(?:{p})" for p in strong), flags), re.compile(weak, flags)
 
 
 def definition_rank(row: dict[str, Any], symbols: list[str]) -> tuple[int, int, int, int]:

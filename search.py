@@ -22,15 +22,14 @@ from chip_vocab import (
     validate_doc_type,
     validate_revision,
 )
-from embed_and_store import open_store, store_model_id
 from embedder import get_embedder, resolve_model_id
+from query_words import query_terms
 from releases import ReleaseChoice, ReleaseError, ReleaseIndex, choose
 from results import (
     RESULT_TEXT_CHARS,
     docs_url,
     fold_chip_variants,
     format_result,
-    query_terms,
     round_robin,
     within_budget,
 )
@@ -43,6 +42,7 @@ from retrievers import (
     meant_symbols,
     query_symbols,
 )
+from store import open_store, store_model_id
 
 MODES = ("hybrid", "vector", "fts")
 # The query's meant identifiers and the symbol retriever's (definition rank, row) hits for them.

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from lxml import etree
 
+from chunk_format import PATH_SEPARATOR
 from chunking import Block, Section, word_count
 
 SPHINX_ROOT = "document"
@@ -496,7 +497,7 @@ class _Renderer:
         aliases = self.typedefs.get(name, []) if parent is None else []
         for alias in aliases:
             head_refs.symbol(alias)
-        own_header = " > ".join(
+        own_header = PATH_SEPARATOR.join(
             h
             for h in (header, " ".join(self.signature(s, head_refs) for s in elem.findall("desc_signature")))
             if h

@@ -15,8 +15,8 @@ import sys
 import threading
 from collections.abc import Callable
 
-from embed_and_store import StoreError, open_store
 from search import SearchEngine
+from store import StoreError, open_store
 
 DEFAULT_REFRESH_SECONDS = 5.0
 

@@ -23,21 +23,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from embed_and_store import (
+from embed_and_store import INDEXES, ROW_KEY, embedding_texts, row_key
+from provenance import UNKNOWN
+from schema import CHUNK_FIELDS, WINDOWS_COLUMN, content_hash, validate_row
+from store import (
     DB_ENV_VAR,
     DEFAULT_DB_URI,
-    INDEXES,
-    ROW_KEY,
     StoreError,
-    embedding_texts,
     open_store,
     resolve_db_uri,
-    row_key,
     store_model_id,
     store_vector_dim,
 )
-from provenance import UNKNOWN
-from schema import CHUNK_FIELDS, WINDOWS_COLUMN, content_hash, validate_row
 
 VECTOR_ROUND_TRIP_MIN = 0.95  # share of sampled chunks whose own text finds them at rank 1
 FTS_ROUND_TRIP_MIN = 0.95  # share found in the top 10 by their own symbol / their own words

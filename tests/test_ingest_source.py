@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+import capability_headers
+import header_checks
+import header_scan
 import ingest_source
 from chip_vocab import chip_ids
 from lexicon import NO_LEXICON, Lexicon
@@ -158,7 +161,7 @@ def test_field_line_takes_bits_from_the_macros_and_caps_the_description() -> Non
     # a placeholder description is dropped, and its asterisks do not make the comment a banner
     placeholder = "/** P : R/W; bitpos: [7:0]; default: 39;\n *  ******* Description ***********\n */"
     code = f"{placeholder}\n#define P 0xFF\n#define P_M (P_V << P_S)\n#define P_V 0xFF\n#define P_S 0\n"
-    (item,) = [i for i in ingest_source.scan_header(code) if i.kind == "define" and i.names == ["P"]]
+    (item,) = [i for i in header_scan.scan_header(code) if i.kind == "define" and i.names == ["P"]]
     assert (
         ingest_source.field_line("P", item.comment, {"P_S": "0", "P_V": "0xFF"})
         == "- P [7:0] (R/W) reset 0x27"
@@ -188,7 +191,7 @@ def test_capability_header_is_a_small_chunk_per_peripheral(rows: list[dict[str, 
 
 
 def test_capability_gloss_reads_counts_flags_and_parameters() -> None:
-    gloss = ingest_source.capability_gloss
+    gloss = capability_headers.capability_gloss
     assert gloss("SOC_CPU_CORES_NUM", "(1U)", "", NO_LEXICON) == "number of CPU cores: 1"
     assert gloss("SOC_RMT_SUPPORT_TX_LOOP_COUNT", "1", "", NO_LEXICON) == ("supports RMT tx loop count: yes")
     assert gloss("SOC_ADC_CHANNEL_NUM", "(7)", "(PERIPH_NUM)", NO_LEXICON) == (
@@ -201,7 +204,7 @@ def test_capability_gloss_reads_counts_flags_and_parameters() -> None:
 
 
 def test_capability_gloss_keeps_digits_that_carry_the_meaning() -> None:
-    gloss = ingest_source.capability_gloss
+    gloss = capability_headers.capability_gloss
     assert gloss("SOC_I2S_SUPPORTED", "1", "", NO_LEXICON) == "supports I2S: yes"
     assert gloss("SOC_I2C_NUM", "(2U)", "", NO_LEXICON) == "number of I2C: 2"
     assert gloss("SOC_I2C_SUPPORT_10BIT_ADDR", "(1)", "", NO_LEXICON) == "supports I2C 10-bit addr: yes"
@@ -210,7 +213,7 @@ def test_capability_gloss_keeps_digits_that_carry_the_meaning() -> None:
 
 def test_capability_gloss_spells_out_a_peripheral_outside_its_own_group() -> None:
     lexicon = Lexicon({}, acronyms={"EMAC": "Ethernet MAC"})
-    gloss = ingest_source.capability_gloss
+    gloss = capability_headers.capability_gloss
     assert gloss("SOC_EMAC_SUPPORTED", "1", "", lexicon, "COMMON") == "supports EMAC (Ethernet MAC): yes"
     assert gloss("SOC_EMAC_SUPPORTED", "1", "", lexicon, "EMAC") == "supports EMAC: yes", (
         "the heading says it"
@@ -218,7 +221,7 @@ def test_capability_gloss_spells_out_a_peripheral_outside_its_own_group() -> Non
 
 
 def test_acronym_spellings_come_from_the_docs_sources() -> None:
-    spellings = ingest_source.acronym_spellings(IDF)
+    spellings = capability_headers.acronym_spellings(IDF)
     assert spellings["UART"] == "Universal Asynchronous Receiver/Transmitter", (
         "'USB-to-Serial' lacks the letters A, R, T and 'UART Controller' repeats the acronym"
     )
@@ -245,9 +248,9 @@ def test_structs_stay_whole_and_declare_their_names(rows: list[dict[str, Any]]) 
 
 def test_documentation_only_header_still_gets_a_chunk() -> None:
     doc = "/*\n * @file regi2c_x.h\n * @brief Analog register map notes.\n */"
-    items = ingest_source.scan_header("/* SPDX-License-Identifier: MIT */\n#pragma once\n" + doc)
+    items = header_scan.scan_header("/* SPDX-License-Identifier: MIT */\n#pragma once\n" + doc)
     assert [(i.kind, i.text) for i in items] == [("pp", doc)]
-    assert ingest_source.scan_header("/* SPDX-License-Identifier: MIT */\n#pragma once\n") == []
+    assert header_scan.scan_header("/* SPDX-License-Identifier: MIT */\n#pragma once\n") == []
 
 
 def test_reg_base_is_kept_in_full(rows: list[dict[str, Any]]) -> None:
@@ -304,11 +307,11 @@ def test_bad_idf_path_exits_2(tmp_path: Path, make_tree: str, capsys: pytest.Cap
 def test_census_counts_every_declared_symbol_and_catches_a_loss(rows: list[dict[str, Any]]) -> None:
     headers, _ = ingest_source.discover_headers(IDF)
     results = {h.rel_path: ingest_source.header_rows(h, "v", "c") for h in headers}
-    declared, reached, gaps = ingest_source.census(results)
+    declared, reached, gaps = header_checks.census(results)
     assert declared == reached and gaps == [] and declared > 30
     card = results["components/soc/esp32c3/register/soc/uart_reg.h"]
     card.rows[0]["symbol_refs"].remove("UART_CLKDIV_FRAG")
-    declared, reached, gaps = ingest_source.census(results)
+    declared, reached, gaps = header_checks.census(results)
     assert reached == declared - 1
     assert gaps == [("components/soc/esp32c3/register/soc/uart_reg.h", ["UART_CLKDIV_FRAG"])]
 
@@ -347,7 +350,7 @@ def test_check_registers_classifies_each_trm_name(rows: list[dict[str, Any]]) ->
             "Register LP_UART_FIFO_REG\nAddress: 0x0000\n\nRegister UART_MISSING_REG\nAddress: 0x0090",
         )
     ]
-    report = ingest_source.check_registers(trm, rows)
+    report = header_checks.check_registers(trm, rows)
     assert list(report) == ["esp32c3"]
     facts = report["esp32c3"]
     assert facts["categories"] == {"exact": 1, "parameterised": 1, "prefix-differs": 1, "absent": 1}
@@ -382,7 +385,7 @@ def test_real_idf_chip_headers_fully_reach_chunks() -> None:
     c3 = [h for h in headers if "/esp32c3/" in h.rel_path]
     assert len(c3) > 50
     results = {h.rel_path: ingest_source.header_rows(h, "v", "c") for h in c3}
-    declared, reached, gaps = ingest_source.census(results)
+    declared, reached, gaps = header_checks.census(results)
     assert gaps == [] and declared == reached > 5000
     card = results["components/soc/esp32c3/register/soc/uart_reg.h"]
     assert card.card and any("UART_CLKDIV_REG(i) = REG_UART_BASE(i) + 0x14" in r["text"] for r in card.rows)
@@ -395,7 +398,7 @@ def test_real_idf_chip_headers_fully_reach_chunks() -> None:
 def test_oversized_struct_is_cut_between_members_only() -> None:
     members = [f"    volatile uint32_t reg{n}; /* {'word ' * 40}*/" for n in range(40)]
     code = "typedef struct big_dev_s {\n" + "\n".join(members) + "\n} big_dev_t;"
-    root = ingest_source.text_sections("big_struct.h", ingest_source.scan_header(code))
+    root = ingest_source.text_sections("big_struct.h", header_scan.scan_header(code))
     (section,) = root.children
     assert section.title == "big_dev_s / big_dev_t"
     text = "\n".join(b.text for b in section.blocks)
@@ -403,7 +406,7 @@ def test_oversized_struct_is_cut_between_members_only() -> None:
     assert section.blocks[0].text.startswith("typedef struct big_dev_s {\n    volatile uint32_t reg0;")
     assert section.blocks[-1].text.endswith("reg39; /* " + "word " * 40 + "*/\n} big_dev_t;")
     assert all(b.symbol_refs == ["big_dev_s", "big_dev_t"] for b in section.blocks)
-    small = ingest_source.text_sections("s.h", ingest_source.scan_header("typedef struct { int a; } s_t;"))
+    small = ingest_source.text_sections("s.h", header_scan.scan_header("typedef struct { int a; } s_t;"))
     assert small.children == [] and small.blocks[0].text == "typedef struct { int a; } s_t;"
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import chunk_format
 import ingest_trm
-import latex_parser
 from schema import read_jsonl, validate_row
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trm"
@@ -204,7 +204,7 @@ def test_corpus_registers_are_whole_and_not_duplicated(corpus_rows: tuple[int, l
         for block in row["text"].split("\n\n"):
             lines = block.splitlines()
             if len(lines) > 3 and CONTRACT_HEADER.match(lines[0]) and lines[1].startswith("Address: "):
-                absolute = int(lines[2].startswith(latex_parser.ABSOLUTE_ADDRESS_PREFIX))
+                absolute = int(lines[2].startswith(chunk_format.ABSOLUTE_ADDRESS_PREFIX))
                 reset_at = 2 + absolute
                 optional = [
                     line

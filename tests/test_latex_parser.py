@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+import chunk_format
 import latex_parser as lp
-import registers as registers_module
+import latex_source
 from chunking import Block, Section
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trm"
@@ -30,7 +31,7 @@ def _register(parsed: lp.ParsedChapter, name: str) -> lp.Register:
 def test_comments_are_stripped_but_escaped_percent_and_listings_survive() -> None:
     text = "keep 100\\% this % drop \\subfile{ghost}\n% \\input{also-ghost}\nnext\n"
     text += "\\begin{lstlisting}\nx = 1; % C comment stays\n\\end{lstlisting}\n"
-    stripped = lp.strip_comments(text)
+    stripped = latex_source.strip_comments(text)
     assert "ghost" not in stripped
     assert "100\\% this" in stripped
     assert "% C comment stays" in stripped
@@ -70,9 +71,9 @@ def test_missing_include_is_reported_not_silently_dropped(tmp_path: Path) -> Non
 
 
 def test_include_cycle_is_cut_and_reported() -> None:
-    resolver = lp.IncludeResolver([FIXTURES / "cycle"])
-    ctx = lp.ExpandContext(tags=frozenset(), resolver=resolver, root_dir=FIXTURES / "cycle")
-    text = lp.expand_file(FIXTURES / "cycle" / "a.tex", ctx)
+    resolver = latex_source.IncludeResolver([FIXTURES / "cycle"])
+    ctx = latex_source.ExpandContext(tags=frozenset(), resolver=resolver, root_dir=FIXTURES / "cycle")
+    text = latex_source.expand_file(FIXTURES / "cycle" / "a.tex", ctx)
     assert text.count("A starts.") == 1
     assert "B includes A again" in text
     assert [p.reason for p in ctx.problems] == ["include cycle"]
@@ -83,14 +84,14 @@ def test_include_cycle_is_cut_and_reported() -> None:
 
 def test_tag_conditionals_select_branches() -> None:
     text = r"\tagged{C3}{yes-t}\untagged{C3}{no-u}\iftagged{C6, C3}{yes-if}{no-if}\iftagged{P4}{no}{yes-else}"
-    assert lp.evaluate_tags(text, frozenset({"C3"})) == "yes-tyes-ifyes-else"
-    assert lp.evaluate_tags(text, frozenset({"P4"})) == "no-uno-ifno"
+    assert latex_source.evaluate_tags(text, frozenset({"C3"})) == "yes-tyes-ifyes-else"
+    assert latex_source.evaluate_tags(text, frozenset({"P4"})) == "no-uno-ifno"
 
 
 def test_nested_tag_conditionals_are_evaluated() -> None:
     text = r"\iftagged{A}{outer \tagged{B}{inner}}{other}"
-    assert lp.evaluate_tags(text, frozenset({"A", "B"})) == "outer inner"
-    assert lp.evaluate_tags(text, frozenset({"A"})) == "outer "
+    assert latex_source.evaluate_tags(text, frozenset({"A", "B"})) == "outer inner"
+    assert latex_source.evaluate_tags(text, frozenset({"A"})) == "outer "
 
 
 def test_unbalanced_register_inside_tag_branches_does_not_swallow_the_file() -> None:
@@ -218,9 +219,9 @@ def test_macro_whose_body_opens_an_environment_is_expanded_not_swallowed() -> No
 
 def test_definitions_are_removed_and_uses_expanded() -> None:
     source = "\\newcommand{\\two}[2]{#2-#1}\\def\\one{ONE}x \\two{a}{b} \\one{} y"
-    text, macros = lp.extract_definitions(source)
+    text, macros = latex_source.extract_definitions(source)
     assert set(macros) == {"two", "one"}
-    assert lp.expand_macros(text, macros) == "x b-a ONE y"
+    assert latex_source.expand_macros(text, macros) == "x b-a ONE y"
 
 
 def test_lstlisting_body_is_kept_verbatim() -> None:
@@ -274,7 +275,7 @@ def test_irregular_register_headers(header: str, first_lines: list[str]) -> None
 def test_iffalse_hides_text_and_ifglobal_keeps_its_first_branch() -> None:
     text = "a \\iffalse hidden \\ifx\\x\\y nested \\fi still hidden \\else shown \\fi b "
     text += "\\ifglobal g \\else s \\fi"
-    assert lp.select_constant_branches(text) == "a  shown  b  g "
+    assert latex_source.select_constant_branches(text) == "a  shown  b  g "
 
 
 def test_drawings_are_left_out_of_prose() -> None:
@@ -387,7 +388,7 @@ def test_a_summary_tables_absolute_addresses_join_the_block_that_gives_an_offset
     lines = endian.render().splitlines()
     assert lines[1:3] == ["Address: 0x040", "Absolute address (register summary): 0x3FF01040"]
     # the register tool's parser reads past the line: the reset after it is still the block's
-    parsed = registers_module.parse_register_block(endian.render())
+    parsed = chunk_format.parse_register_block(endian.render())
     assert parsed["address"] == "0x040" and parsed["reset"] == "see fields"
 
 

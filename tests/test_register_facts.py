@@ -14,8 +14,8 @@ from test_registers import _src_rows, _trm_rows
 
 import ingest_source
 import register_facts
-from embed_and_store import MODEL_ID_KEY, VECTOR_DIM_KEY
 from schema import arrow_schema
+from store import MODEL_ID_KEY, VECTOR_DIM_KEY
 
 
 def _store(path: Path, rows: list[dict[str, Any]]) -> Any:

@@ -18,8 +18,12 @@ from typing import Any
 import lancedb
 import pytest
 
+import chunk_format
 import dedup_chunks
 import ingest_source
+import register_bases
+import register_index
+import register_views
 import registers
 from schema import arrow_schema, make_row, write_jsonl
 
@@ -81,7 +85,7 @@ def test_parse_register_block_reads_every_field_line() -> None:
         "- I2C_SCL_FLAG [16] reset 0x1: no access suffix\n"
         "- (reserved) [31:17] reset 0x0\n\nAfter the block: not a field"
     )
-    register = registers.parse_register_block(text)
+    register = chunk_format.parse_register_block(text)
     assert register["name"] == "I2C_SCL_HIGH_PERIOD_REG"
     assert register["address"] == "0x0038"
     assert register["reset"] == "0x00000000"
@@ -102,29 +106,29 @@ def test_parse_register_block_reads_every_field_line() -> None:
 
 
 def test_parse_register_block_reads_parameter_ranges_and_rejects_other_text() -> None:
-    register = registers.parse_register_block("Register AES_KEY_n_REG (n: 0-7)\nAddress: 0x0000+4*n")
-    assert register["parameters"] == {"n": registers.ParameterRange(((0, 7),))}
+    register = chunk_format.parse_register_block("Register AES_KEY_n_REG (n: 0-7)\nAddress: 0x0000+4*n")
+    assert register["parameters"] == {"n": chunk_format.ParameterRange(((0, 7),))}
     assert register["address"] == "0x0000+4*n"
     with pytest.raises(ValueError, match="Register NAME"):
-        registers.parse_register_block("Address: 0x0000")
+        chunk_format.parse_register_block("Address: 0x0000")
 
 
 @pytest.mark.parametrize(
     ("note", "parameters"),
     [
-        ("n: 0-21, 26-48", {"n": registers.ParameterRange(((0, 21), (26, 48)))}),  # pads past a gap
-        ("x: 0-1, 20^1, 32-33", {"x": registers.ParameterRange(((0, 1), (20, 20), (32, 33)))}),  # footnote
-        ("n: GPIO0-GPIO21, GPIO26-GPIO46", {"n": registers.ParameterRange(((0, 21), (26, 46)), "GPIO")}),
+        ("n: 0-21, 26-48", {"n": chunk_format.ParameterRange(((0, 21), (26, 48)))}),  # pads past a gap
+        ("x: 0-1, 20^1, 32-33", {"x": chunk_format.ParameterRange(((0, 1), (20, 20), (32, 33)))}),  # footnote
+        ("n: GPIO0-GPIO21, GPIO26-GPIO46", {"n": chunk_format.ParameterRange(((0, 21), (26, 46)), "GPIO")}),
         (
             "n: 0-1, m: 0-3",
-            {"n": registers.ParameterRange(((0, 1),)), "m": registers.ParameterRange(((0, 3),))},
+            {"n": chunk_format.ParameterRange(((0, 1),)), "m": chunk_format.ParameterRange(((0, 3),))},
         ),
         ("n: see the table", {"n": None}),
-        ("m = 4, 5", {"m": registers.ParameterRange(((4, 4), (5, 5)))}),  # a few manuals write "="
+        ("m = 4, 5", {"m": chunk_format.ParameterRange(((4, 4), (5, 5)))}),  # a few manuals write "="
     ],
 )
 def test_parameter_notes_keep_every_span_and_a_named_prefix(note: str, parameters: dict[str, Any]) -> None:
-    assert registers.parameter_ranges(note) == parameters
+    assert chunk_format.parameter_ranges(note) == parameters
 
 
 def test_an_instance_past_a_gap_or_spelled_with_a_prefix_is_the_manuals_register() -> None:
@@ -133,13 +137,13 @@ def test_an_instance_past_a_gap_or_spelled_with_a_prefix_is_the_manuals_register
         "IO MUX > Registers\n\nRegister IO_MUX_n_REG (n: GPIO0-GPIO21, GPIO26-GPIO46)\nAddress: 0x0004+4*n",
         "GPIO > Registers\n\nRegister GPIO_PINn_REG (n: 0-21, 26-46)\nAddress: 0x0074+4*n",
     ):
-        for register in registers.register_blocks(text):
+        for register in chunk_format.register_blocks(text):
             index.add_trm_register(register, {})
     assert registers._find_trm(index, "IO_MUX_GPIO30_REG")[1] == {"n": "30"}
     assert registers._find_trm(index, "GPIO_PIN30_REG")[1] == {"n": "30"}, "26-46: not only the first span"
     assert registers._find_trm(index, "GPIO_PIN23_REG") is None, "in the gap"
     assert registers._find_trm(index, "IO_MUX_30_REG") is None, "the manual spells it GPIO30"
-    names = [name for name, _ in registers.manual_instances(index.trm["IO_MUX_n_REG"][0].register)]
+    names = [name for name, _ in register_bases.manual_instances(index.trm["IO_MUX_n_REG"][0].register)]
     assert names[:2] == ["IO_MUX_GPIO0_REG", "IO_MUX_GPIO1_REG"] and "IO_MUX_GPIO26_REG" in names
     assert len(names) == 22 + 21
 
@@ -152,7 +156,7 @@ def test_a_parameter_note_written_with_equals_keeps_channels_apart() -> None:
         "RMT > Registers\n\nRegister RMT_CHnCONF0_REG (n = 0, 1)\nAddress: 0x0010, 0x0014\n\n"
         "Register RMT_CHmCONF0_REG (m = 2, 3)\nAddress: 0x0018, 0x0020"
     )
-    for register in registers.register_blocks(text):
+    for register in chunk_format.register_blocks(text):
         index.add_trm_register(register, {})
     found = registers._find_trm(index, "RMT_CH2CONF0_REG")
     assert found is not None and found[0].register["name"] == "RMT_CHmCONF0_REG"
@@ -165,21 +169,21 @@ def test_register_blocks_splits_a_chunk_and_ignores_prose() -> None:
         "UART > Registers\n\nRegister A_REG\nAddress: 0x0000\nFields:\n- A [0] (RO) reset 0x0: a\n\n"
         "Register B_REG\nAddress: 0x0004\nFields:\n- B [1:0] (R/W) reset 0x1: b"
     )
-    blocks = registers.register_blocks(text)
+    blocks = chunk_format.register_blocks(text)
     assert [(b["name"], b["address"], [f["name"] for f in b["fields"]]) for b in blocks] == [
         ("A_REG", "0x0000", ["A"]),
         ("B_REG", "0x0004", ["B"]),
     ]
-    assert registers.register_blocks("Prose that mentions the Register A_REG in passing.") == []
+    assert chunk_format.register_blocks("Prose that mentions the Register A_REG in passing.") == []
 
 
 def test_parameter_regex_matches_instances_only() -> None:
-    pattern = registers.parameter_regex("AES_KEY_n_REG", {"n": registers.ParameterRange(((0, 7),))})
+    pattern = chunk_format.parameter_regex("AES_KEY_n_REG", {"n": chunk_format.ParameterRange(((0, 7),))})
     assert pattern is not None
     match = pattern.match("AES_KEY_3_REG")
     assert match is not None and match.group("p_n") == "3"
     assert pattern.match("AES_KEY_X_REG") is None
-    assert registers.parameter_regex("UART_CLKDIV_REG", {}) is None
+    assert chunk_format.parameter_regex("UART_CLKDIV_REG", {}) is None
 
 
 @pytest.mark.parametrize(
@@ -411,25 +415,25 @@ def test_compose_reset_names_every_field_that_blocks_it() -> None:
         {"name": "A", "bits": "3:0", "reset": "0xF"},
         {"name": "B", "bits": "8", "reset": "0x1"},
     ]
-    assert registers.compose_reset(fields) == (0x10F, "")
+    assert register_views.compose_reset(fields) == (0x10F, "")
     undefined = [{"name": "C", "bits": "9", "reset": "x"}, {"name": "E", "bits": "11:10", "reset": None}]
-    assert registers.compose_reset([*fields, *undefined]) == (
+    assert register_views.compose_reset([*fields, *undefined]) == (
         None,
         "no reset: undefined (x) upstream for C [9]; no default for E [11:10]",
     )
-    assert registers.compose_reset(undefined[:1]) == (
+    assert register_views.compose_reset(undefined[:1]) == (
         None,
         "no reset: every field's default is undefined (x) upstream",
     )
-    assert registers.compose_reset([{"name": "D", "bits": "?", "reset": "0x0"}])[1] == (
+    assert register_views.compose_reset([{"name": "D", "bits": "?", "reset": "0x0"}])[1] == (
         "no reset: no bit range for D"
     )
     # the bits that do have a default still reset to a known value
-    assert registers.partial_reset([*fields, *undefined]) == {
+    assert register_views.partial_reset([*fields, *undefined]) == {
         "value": "0x0000010F",
         "undefined_bits": "0x00000E00",
     }
-    assert registers.partial_reset(fields) is None
+    assert register_views.partial_reset(fields) is None
 
 
 def test_base_plus_zero_and_every_instance_of_a_parameterised_register_resolve(table: Any) -> None:
@@ -532,9 +536,9 @@ def test_a_base_only_the_manual_address_map_names_resolves(table: Any) -> None:
 
 def test_a_map_row_naming_what_the_block_is_places_its_base() -> None:
     """ "H264 Encoder" is the block DR_REG_H264_BASE names; "H264 DMA" is another block."""
-    assert registers._map_keys("H264 Encoder") == {"H264ENCODER", "H264"}
-    assert registers._map_keys("H264 DMA") == {"H264DMA"}
-    assert registers._map_keys("UART Controller 0 (UART0)") == {"UARTCONTROLLER0", "UART0"}
+    assert register_bases._map_keys("H264 Encoder") == {"H264ENCODER", "H264"}
+    assert register_bases._map_keys("H264 DMA") == {"H264DMA"}
+    assert register_bases._map_keys("UART Controller 0 (UART0)") == {"UARTCONTROLLER0", "UART0"}
 
 
 def test_a_base_the_map_names_with_its_block_noun_resolves(table: Any) -> None:
@@ -560,14 +564,15 @@ def test_an_address_chosen_at_run_time_stays_unresolved_and_says_why(table: Any,
 def test_vote_keeps_two_bases_of_one_chapter_apart() -> None:
     """ESP32-P4's H264 chapter documents the encoder's registers and the H264 DMA's."""
     votes = {(0x500A7000, "DR_REG_H264_DMA_BASE"): 300, (0x50084000, "DR_REG_H264_BASE"): 60}
-    assert registers._vote(votes, "H264_DMA_OUT_CONF0_CH0_REG") == (0x500A7000, "DR_REG_H264_DMA_BASE")
-    assert registers._vote(votes, "H264_SYS_CTRL_REG") == (0x50084000, "DR_REG_H264_BASE")
-    assert registers._vote({(0x500A7000, "DR_REG_H264_DMA_BASE"): 3}, "UART_ID_REG")[0] == 0x500A7000
+    assert register_bases._vote(votes, "H264_DMA_OUT_CONF0_CH0_REG") == (0x500A7000, "DR_REG_H264_DMA_BASE")
+    assert register_bases._vote(votes, "H264_SYS_CTRL_REG") == (0x50084000, "DR_REG_H264_BASE")
+    assert register_bases._vote({(0x500A7000, "DR_REG_H264_DMA_BASE"): 3}, "UART_ID_REG")[0] == 0x500A7000
     # only the DMA's registers are placed, but the chapter's header registers use two bases
     assert (
-        registers._vote({(0x500A7000, "DR_REG_H264_DMA_BASE"): 3}, "H264_SYS_CTRL_REG", several=True) is None
+        register_bases._vote({(0x500A7000, "DR_REG_H264_DMA_BASE"): 3}, "H264_SYS_CTRL_REG", several=True)
+        is None
     )
-    assert registers._vote(votes, "JPEG_CONFIG_REG") is None
+    assert register_bases._vote(votes, "JPEG_CONFIG_REG") is None
 
 
 def test_a_register_without_field_comments_says_where_its_layout_comes_from(table: Any) -> None:
@@ -694,7 +699,7 @@ def test_a_pad_the_summary_lists_answers_from_the_block_that_spells_its_number_b
     ],
 )
 def test_mask_bits_reads_widths_and_placed_masks(mask: int, shift: int, bits: str | None) -> None:
-    assert registers._mask_bits(mask, shift) == bits
+    assert register_index._mask_bits(mask, shift) == bits
 
 
 def test_an_undefined_default_gives_the_known_bits(table: Any) -> None:
@@ -998,10 +1003,10 @@ def test_field_lines_after_a_break_belong_to_no_register() -> None:
         "components/soc/esp32c3/register/soc/x_reg.h\n\nX_CONF_REG = DR_REG_X_BASE + 0x0\n"
         "- X_EN [0] (R/W) reset 0x1\n\nField macros:\n- SLP_OE [0]\n"
     )
-    registers._collect_macros({"text": text, "revisions": [], "file_path": "x_reg.h"}, index)
+    register_index._collect_macros({"text": text, "revisions": [], "file_path": "x_reg.h"}, index)
     assert [f["name"] for f in index.header_fields["X_CONF_REG"]] == ["X_EN"]
 
 
 def test_a_low_first_bit_range_composes_like_the_high_first_one() -> None:
     fields = [{"name": "DRV", "bits": "5:6", "reset": "0x2"}, {"name": "EN", "bits": "0", "reset": "0x1"}]
-    assert registers.compose_reset(fields) == (0x41, "")
+    assert register_views.compose_reset(fields) == (0x41, "")

@@ -26,22 +26,17 @@ from embed_and_store import (
     EMBED_BATCH,
     INDEXES,
     LEAD_WORDS,
-    MODEL_ID_KEY,
-    TABLE_NAME,
-    VECTOR_DIM_KEY,
     WINDOW_OVERLAP,
     WINDOW_WORDS,
-    StoreError,
     embedding_texts,
     ensure_table,
     main,
-    open_store,
     row_key,
-    store_model_id,
     window_texts,
 )
 from embedder import get_embedder
 from schema import WINDOWS_COLUMN, make_row, read_jsonl, write_jsonl
+from store import MODEL_ID_KEY, TABLE_NAME, VECTOR_DIM_KEY, StoreError, open_store, store_model_id
 
 FIXTURES = Path(__file__).parent / "fixtures" / "store"
 TRM_COMMIT = "805f2ea20bbaa7670803b3b512ab611640fdf9a9"
