@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from mcp_types import CallToolResult
 from test_search import build_fixture_store
 
 REPO = Path(__file__).resolve().parent.parent
+TOOL_SCHEMAS = Path(__file__).with_name("fixtures") / "tool_schemas.json"
 TOOLS = {
     "esp32_docs_search",
     "esp32_docs_find_symbol",
@@ -80,6 +83,21 @@ def test_tools_are_listed_read_only_with_output_schemas(
     register = next(t for t in listed if t.name == "esp32_docs_register")
     assert "required" not in register.input_schema  # chip defaults to the project scope's
     assert all(word in register.description for word in ("address", "reset", "fields", "ESP32-P4 revisions"))
+
+
+def test_tool_list_and_schemas_match_the_pinned_listing(
+    server_session: tuple[ClientSession, BlockingPortal],
+) -> None:
+    """Every tool's name, description, input and output schema and annotations, as a client lists
+    them, byte for byte: agents are prompted with this listing, so a change to it is deliberate.
+    After a deliberate change, rewrite the pin with UPDATE_TOOL_SCHEMAS=1 and review its diff."""
+    session, portal = server_session
+    listed = portal.call(session.list_tools).tools
+    listing = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in listed]
+    text = json.dumps(listing, indent=2, ensure_ascii=False) + "\n"
+    if os.environ.get("UPDATE_TOOL_SCHEMAS") == "1":
+        TOOL_SCHEMAS.write_text(text, encoding="utf-8")
+    assert text == TOOL_SCHEMAS.read_text(encoding="utf-8")
 
 
 def test_search_returns_structured_results(call: Call) -> None:
