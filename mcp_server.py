@@ -32,10 +32,10 @@ from typing import Annotated, Any
 
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
-from pydantic import Field
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import Field, ValidationError
 
 import embed_and_store
 import http_security
@@ -442,6 +442,63 @@ class DocsTools:
         return {**self.resolver.resolve(project_dir).as_dict(), "override": OVERRIDE_HELP}
 
 
+class DocsServer(MCPServer):
+    """The SDK's server, but a call whose arguments do not fit the tool's schema is refused in the
+    words of every other refusal (``argument_error``), never as the validation library's dump."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            cause = error.__cause__
+            tool = self._tool_manager.get_tool(name)
+            if not isinstance(cause, ValidationError) or tool is None:
+                raise
+            raise ToolError(
+                f"Error executing tool {name}: {argument_error(tool.parameters, cause)}"
+            ) from cause
+
+
+def argument_error(schema: dict[str, Any], error: ValidationError) -> str:
+    """What is wrong with each rejected argument and what is valid, read from the tool's own input
+    schema: ``k must be an integer from 1 to 20, got 0``, as the engine's own checks word it."""
+    properties = schema.get("properties", {})
+    problems = []
+    for name in dict.fromkeys(str(detail["loc"][0]) for detail in error.errors() if detail["loc"]):
+        spec = properties.get(name, {})
+        detail = next(d for d in error.errors() if d["loc"] and str(d["loc"][0]) == name)
+        if detail["type"] == "missing":
+            problems.append(f"{name} is required: {spec.get('description', 'see the tool schema')}")
+            continue
+        shown = repr(detail["input"])
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        problems.append(f"{name} must be {valid_values(spec)}, got {shown}")
+    return "; ".join(problems) or "the arguments do not fit the tool's input schema"
+
+
+def valid_values(spec: dict[str, Any]) -> str:
+    """An argument's valid values in words, from its JSON schema: its types and integer range."""
+    kinds = []
+    for option in spec.get("anyOf", [spec]):
+        kind = option.get("type")
+        low, high = option.get("minimum", spec.get("minimum")), option.get("maximum", spec.get("maximum"))
+        if kind == "integer" and low is not None and high is not None:
+            kinds.append(f"an integer from {low} to {high}")
+        elif kind == "integer" and low is not None:
+            kinds.append(f"an integer of at least {low}")
+        elif kind == "integer":
+            kinds.append("an integer")
+        elif kind == "boolean":
+            kinds.append("true or false")
+        elif kind == "string":
+            kinds.append("a string")
+    optional = any(option.get("type") == "null" for option in spec.get("anyOf", []))
+    text = " or ".join(kinds) or "a value the tool schema allows"
+    return text + (" (or left out)" if optional else "")
+
+
 def create_server(
     engine: SearchEngine | StoreWatch,
     scopes: ScopeResolver | None = None,
@@ -452,7 +509,7 @@ def create_server(
     ``auth`` (HTTP only) makes the SDK's bearer middleware answer 401 to any request without the token.
     """
     settings, verifier = auth if auth else (None, None)
-    server = MCPServer("esp32-docs", instructions=INSTRUCTIONS, auth=settings, token_verifier=verifier)
+    server = DocsServer("esp32-docs", instructions=INSTRUCTIONS, auth=settings, token_verifier=verifier)
     tools = DocsTools(engine, scopes or ScopeResolver(*project_scope.configured_project(None)))
     for tool in tools.tools():
         server.add_tool(tool, annotations=READ_ONLY, structured_output=True)
