@@ -1,4 +1,5 @@
-"""Serving benchmark over MCP stdio, as an agent sees it: cold start, warm latency, server memory.
+"""Serving benchmark over MCP stdio, as an agent sees it: cold start, warm latency, server memory,
+and the bytes of a k=5 answer as the client receives them (what each search costs an agent's context).
 
     uv run bench.py [--db DIR | --demo] [--queries QUERIES.jsonl] [--rounds 5] [--cold-runs 2]
 
@@ -90,13 +91,14 @@ async def connected(server_args: list[str]) -> AsyncIterator[ClientSession]:
             yield session
 
 
-async def ask(session: ClientSession, case: dict[str, Any]) -> float:
+async def ask(session: ClientSession, case: dict[str, Any]) -> tuple[float, int]:
+    """Seconds for one k=5 search and the bytes of its text content."""
     started = time.perf_counter()
     result = await session.call_tool("esp32_docs_search", {"query": case["query"], **case["filters"], "k": 5})
     elapsed = time.perf_counter() - started
     if result.is_error:
         raise RuntimeError(f"search failed for {case['query']!r}: {result.content[0].text}")
-    return elapsed
+    return elapsed, sum(len(getattr(block, "text", "").encode()) for block in result.content)
 
 
 async def cold_start(server_args: list[str], first: dict[str, Any]) -> float:
@@ -108,14 +110,14 @@ async def cold_start(server_args: list[str], first: dict[str, Any]) -> float:
 
 async def warm(server_args: list[str], queries: list[dict[str, Any]], rounds: int) -> dict[str, Any]:
     async with connected(server_args) as session:
-        for case in queries:  # warm-up: page cache, index and model first-call costs
-            await ask(session, case)
+        # warm-up: page cache, index and model first-call costs; the answers' sizes are measured here
+        sizes = [(await ask(session, case))[1] for case in queries]
         latencies = [
-            await ask(session, case) for _ in tqdm(range(rounds), desc="warm rounds") for case in queries
+            (await ask(session, case))[0] for _ in tqdm(range(rounds), desc="warm rounds") for case in queries
         ]
         pids = server_pids()
         memory = memory_mb(pids[0]) if pids else {}
-    return {"latencies": latencies, "memory": memory}
+    return {"latencies": latencies, "memory": memory, "sizes": sizes}
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -160,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         "cold_start_s": [round(c, 2) for c in colds],
         "server_rss_mb": round(measured["memory"].get("VmRSS", float("nan")), 1),
         "server_peak_rss_mb": round(measured["memory"].get("VmHWM", float("nan")), 1),
+        "answer_bytes_mean": round(statistics.mean(measured["sizes"])),
+        "answer_bytes_max": max(measured["sizes"]),
         "cpus": os.cpu_count(),
     }
     if args.json:
@@ -167,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"bench: warm p50 {report['warm_p50_ms']} ms, p95 {report['warm_p95_ms']} ms "
         f"over {report['queries']} queries; cold start to first answer {min(colds):.2f}-{max(colds):.2f} s; "
-        f"server RSS {report['server_rss_mb']} MiB (peak {report['server_peak_rss_mb']} MiB)"
+        f"server RSS {report['server_rss_mb']} MiB (peak {report['server_peak_rss_mb']} MiB); "
+        f"k=5 answer {report['answer_bytes_mean']} bytes mean, {report['answer_bytes_max']} max"
     )
     return 0
 

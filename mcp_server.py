@@ -32,10 +32,10 @@ from typing import Annotated, Any
 
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
-from pydantic import Field
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import Field, ValidationError
 
 import embed_and_store
 import http_security
@@ -104,6 +104,78 @@ DocTypeArg = Annotated[
 ]
 
 
+QueryArg = Annotated[
+    str, Field(description="a question or an identifier, e.g. 'UART baud rate' or 'GPIO_PIN_MUX_REG'")
+]
+SearchRevisionArg = Annotated[
+    str | None,
+    Field(
+        description="silicon revision, e.g. v1.3 or mainline (ESP32-P4); "
+        "content without a revision axis always stays; default: the project scope's; 'any' for none"
+    ),
+]
+KArg = Annotated[int, Field(ge=1, le=MAX_K, description=f"results to return, 1-{MAX_K}")]
+SymbolArg = Annotated[
+    str,
+    Field(
+        description="identifier, case-insensitive; * is a wildcard (LEDC_CH*_CONF0_REG); "
+        "AES_KEY_3_REG also finds AES_KEY_n_REG"
+    ),
+]
+RegisterChipArg = Annotated[str | None, Field(description=f"{CHIP_HELP}; default: the project scope's chip")]
+RegisterNameArg = Annotated[
+    str | None,
+    Field(
+        description="register name, e.g. UART_CLKDIV_REG; a numbered instance (AES_KEY_3_REG) "
+        "resolves to the manual's AES_KEY_n_REG; a field name answers with its register"
+    ),
+]
+AddressArg = Annotated[
+    int | str | None,
+    Field(
+        description="instead of name: an absolute 32-bit, 4-byte aligned address (0x60000014), "
+        "or an offset (0x14) together with peripheral"
+    ),
+]
+RegisterRevisionArg = Annotated[
+    str | None,
+    Field(
+        description="silicon revision for ESP32-P4: mainline or v1.3; default: the project "
+        "scope's, else mainline"
+    ),
+]
+CompareWithArg = Annotated[
+    str | None,
+    Field(
+        description="another chip (esp32c6) or the other ESP32-P4 revision (v1.3, or esp32p4:v1.3): "
+        "adds the fields added, removed and changed there"
+    ),
+]
+PeripheralArg = Annotated[
+    str | None,
+    Field(description="with an offset address: the register name prefix, e.g. UART or LEDC"),
+]
+CompareReleaseArg = Annotated[
+    str | None,
+    Field(
+        description="another ESP-IDF release (5.5, v5.5, v5.5.5, release/v5.5, master): adds "
+        "compare_release, the register's SoC-header fields added, removed and changed there "
+        "(bits, access, default), its address and reset, or that it is absent there"
+    ),
+]
+FilePathArg = Annotated[str, Field(description="file_path copied from a search or find_symbol result")]
+ChunkIndexArg = Annotated[int, Field(ge=0, description="chunk_index of that result")]
+BeforeArg = Annotated[int, Field(ge=0, le=50, description="chunks to include before it")]
+AfterArg = Annotated[int, Field(ge=0, le=50, description="chunks to include after it")]
+MaxCharsArg = Annotated[
+    int, Field(ge=500, le=READ_MAX_CHARS, description="character budget for all returned text")
+]
+WholeSectionArg = Annotated[
+    bool,
+    Field(description="return the hit's whole section (and subsections) instead of before/after"),
+]
+
+
 def demo_db_uri() -> Path:
     """Cache location keyed by the sample's content, so an edited sample rebuilds."""
     digest = hashlib.sha256(DEMO_CHUNKS.read_bytes()).hexdigest()[:12]
@@ -133,24 +205,36 @@ def ensure_demo_store() -> Path:
     return target
 
 
-def create_server(
-    engine: SearchEngine | StoreWatch,
-    scopes: ScopeResolver | None = None,
-    auth: tuple[AuthSettings, TokenVerifier] | None = None,
-) -> MCPServer:
+class DocsTools:
     """The six read-only tools over ``engine``: a fixed one (the demo), or a StoreWatch that hands each
     call the engine of one whole table version, follows refreshes and reports a store that is gone.
 
-    ``auth`` (HTTP only) makes the SDK's bearer middleware answer 401 to any request without the token.
+    Each tool is one method whose signature is its argument schema (the SDK validates arguments
+    against it) and whose docstring is its description; ``answer`` and ``scoped`` turn every refusal
+    into the SDK's ToolError and fill the chip and revision a call leaves out from the project scope.
     """
-    settings, verifier = auth if auth else (None, None)
-    server = MCPServer("esp32-docs", instructions=INSTRUCTIONS, auth=settings, token_verifier=verifier)
-    resolver = scopes or ScopeResolver(*project_scope.configured_project(None))
 
-    def answer(call: Callable[[SearchEngine], dict[str, Any]]) -> dict[str, Any]:
-        watch = engine if isinstance(engine, StoreWatch) else None
+    def __init__(self, engine: SearchEngine | StoreWatch, resolver: ScopeResolver) -> None:
+        self.engine = engine
+        self.resolver = resolver
+
+    def tools(self) -> list[Callable[..., dict[str, Any]]]:
+        """The tools in the order clients list them."""
+        return [
+            self.esp32_docs_search,
+            self.esp32_docs_find_symbol,
+            self.esp32_docs_register,
+            self.esp32_docs_list_chips,
+            self.esp32_docs_read,
+            self.esp32_docs_scope,
+        ]
+
+    def answer(self, call: Callable[[SearchEngine], dict[str, Any]]) -> dict[str, Any]:
+        """Run ``call`` on the engine serving now; a caller's bad input or a store gone under the
+        server reaches the agent as a ToolError naming what is valid or what happened."""
+        watch = self.engine if isinstance(self.engine, StoreWatch) else None
         try:
-            current = watch.engine() if watch else engine  # once per call: one whole table version
+            current = watch.engine() if watch else self.engine  # once per call: one whole table version
         except StoreUnavailable as error:
             raise ToolError(str(error)) from error
         try:
@@ -167,13 +251,14 @@ def create_server(
             raise ToolError(problem) from error
 
     def scoped(
+        self,
         project_dir: str | None,
         chip: str | None,
         revision: str | None,
         call: Callable[[SearchEngine, Applied], dict[str, Any]],
     ) -> dict[str, Any]:
         """Run ``call`` with the project scope filling the chip/revision the caller left out."""
-        applied = project_scope.apply(resolver.resolve(project_dir), chip, revision)
+        applied = project_scope.apply(self.resolver.resolve(project_dir), chip, revision)
 
         def run(engine: SearchEngine) -> dict[str, Any]:
             try:
@@ -189,23 +274,15 @@ def create_server(
             # a call may state the scope it really used (read's fallback); it goes first either way
             return {"scope": payload.pop("scope", applied.envelope), **payload}
 
-        return answer(run)
+        return self.answer(run)
 
-    @server.tool(annotations=READ_ONLY, structured_output=True)
     def esp32_docs_search(
-        query: Annotated[
-            str, Field(description="a question or an identifier, e.g. 'UART baud rate' or 'GPIO_PIN_MUX_REG'")
-        ],
+        self,
+        query: QueryArg,
         doc_type: DocTypeArg = None,
         chip: ChipArg = None,
-        revision: Annotated[
-            str | None,
-            Field(
-                description="silicon revision, e.g. v1.3 or mainline (ESP32-P4); "
-                "content without a revision axis always stays; default: the project scope's; 'any' for none"
-            ),
-        ] = None,
-        k: Annotated[int, Field(ge=1, le=MAX_K, description=f"results to return, 1-{MAX_K}")] = 5,
+        revision: SearchRevisionArg = None,
+        k: KArg = 5,
         idf_version: IdfVersionArg = None,
         project_dir: ProjectDirArg = None,
     ) -> dict[str, Any]:
@@ -214,7 +291,7 @@ def create_server(
         result's scope); idf_version='all' lists each passage's releases, to compare them. Without a chip,
         a section's copies for other chips fold into one result: chip_variants names them and the text
         ends with the lines each copy has of its own."""
-        return scoped(
+        return self.scoped(
             project_dir,
             chip,
             revision,
@@ -229,25 +306,19 @@ def create_server(
             ),
         )
 
-    @server.tool(annotations=READ_ONLY, structured_output=True)
     def esp32_docs_find_symbol(
-        symbol: Annotated[
-            str,
-            Field(
-                description="identifier, case-insensitive; * is a wildcard (LEDC_CH*_CONF0_REG); "
-                "AES_KEY_3_REG also finds AES_KEY_n_REG"
-            ),
-        ],
+        self,
+        symbol: SymbolArg,
         chip: ChipArg = None,
         doc_type: DocTypeArg = None,
-        k: Annotated[int, Field(ge=1, le=MAX_K, description=f"results to return, 1-{MAX_K}")] = 10,
+        k: KArg = 10,
         idf_version: IdfVersionArg = None,
         project_dir: ProjectDirArg = None,
     ) -> dict[str, Any]:
         """Exact symbol lookup (functions, types, macros, registers, fields, Kconfig) across all corpora.
         Without chip=, within the project scope's chip. by_release says in which ESP-IDF releases the
         symbol exists; when it is gone from one, migration_guides holds the passages that name it."""
-        return scoped(
+        return self.scoped(
             project_dir,
             chip,
             None,
@@ -261,52 +332,16 @@ def create_server(
             ),
         )
 
-    @server.tool(annotations=READ_ONLY, structured_output=True)
     def esp32_docs_register(
-        chip: Annotated[
-            str | None, Field(description=f"{CHIP_HELP}; default: the project scope's chip")
-        ] = None,
-        name: Annotated[
-            str | None,
-            Field(
-                description="register name, e.g. UART_CLKDIV_REG; a numbered instance (AES_KEY_3_REG) "
-                "resolves to the manual's AES_KEY_n_REG; a field name answers with its register"
-            ),
-        ] = None,
-        address: Annotated[
-            int | str | None,
-            Field(
-                description="instead of name: an absolute 32-bit, 4-byte aligned address (0x60000014), "
-                "or an offset (0x14) together with peripheral"
-            ),
-        ] = None,
-        revision: Annotated[
-            str | None,
-            Field(
-                description="silicon revision for ESP32-P4: mainline or v1.3; default: the project "
-                "scope's, else mainline"
-            ),
-        ] = None,
-        compare_with: Annotated[
-            str | None,
-            Field(
-                description="another chip (esp32c6) or the other ESP32-P4 revision (v1.3, or esp32p4:v1.3): "
-                "adds the fields added, removed and changed there"
-            ),
-        ] = None,
-        peripheral: Annotated[
-            str | None,
-            Field(description="with an offset address: the register name prefix, e.g. UART or LEDC"),
-        ] = None,
+        self,
+        chip: RegisterChipArg = None,
+        name: RegisterNameArg = None,
+        address: AddressArg = None,
+        revision: RegisterRevisionArg = None,
+        compare_with: CompareWithArg = None,
+        peripheral: PeripheralArg = None,
         idf_version: IdfVersionArg = None,
-        compare_release: Annotated[
-            str | None,
-            Field(
-                description="another ESP-IDF release (5.5, v5.5, v5.5.5, release/v5.5, master): adds "
-                "compare_release, the register's SoC-header fields added, removed and changed there "
-                "(bits, access, default), its address and reset, or that it is absent there"
-            ),
-        ] = None,
+        compare_release: CompareReleaseArg = None,
         project_dir: ProjectDirArg = None,
     ) -> dict[str, Any]:
         """Exact facts about one hardware register as JSON, merged from the Technical Reference Manual
@@ -327,8 +362,8 @@ def create_server(
                     f"chip is required: {applied.envelope['how']}; valid chips: {', '.join(chip_ids())}"
                 )
             # registers caches each chip's parsed index per table version: the first call for a chip
-            # pays for it (0.1-0.8 s on the full store), later calls answer in milliseconds
-            # the headers of one ESP-IDF release answer (its SoC headers change between releases)
+            # pays for it (0.1-0.8 s on the full store), later calls answer in milliseconds; the
+            # headers of one ESP-IDF release answer (its SoC headers change between releases)
             release = engine.release_for(idf_version, normalize_chip(applied.chip), applied.release)
             try:
                 answer = registers.lookup_register(
@@ -349,27 +384,21 @@ def create_server(
                 raise ToolError(str(error)) from error
             return {**answer, "release": release.envelope}
 
-        return scoped(project_dir, chip, revision, lookup)
+        return self.scoped(project_dir, chip, revision, lookup)
 
-    @server.tool(annotations=READ_ONLY, structured_output=True)
-    def esp32_docs_list_chips() -> dict[str, Any]:
+    def esp32_docs_list_chips(self) -> dict[str, Any]:
         """The valid chips, doc_types and revisions, with how many chunks each corpus holds per chip, and
         the ESP-IDF releases the store holds with the chips built for each."""
-        return answer(lambda e: e.list_chips())
+        return self.answer(lambda e: e.list_chips())
 
-    @server.tool(annotations=READ_ONLY, structured_output=True)
     def esp32_docs_read(
-        file_path: Annotated[str, Field(description="file_path copied from a search or find_symbol result")],
-        chunk_index: Annotated[int, Field(ge=0, description="chunk_index of that result")],
-        before: Annotated[int, Field(ge=0, le=50, description="chunks to include before it")] = 1,
-        after: Annotated[int, Field(ge=0, le=50, description="chunks to include after it")] = 1,
-        max_chars: Annotated[
-            int, Field(ge=500, le=READ_MAX_CHARS, description="character budget for all returned text")
-        ] = READ_DEFAULT_CHARS,
-        whole_section: Annotated[
-            bool,
-            Field(description="return the hit's whole section (and subsections) instead of before/after"),
-        ] = False,
+        self,
+        file_path: FilePathArg,
+        chunk_index: ChunkIndexArg,
+        before: BeforeArg = 1,
+        after: AfterArg = 1,
+        max_chars: MaxCharsArg = READ_DEFAULT_CHARS,
+        whole_section: WholeSectionArg = False,
         chip: ChipArg = None,
         idf_version: IdfVersionArg = None,
         project_dir: ProjectDirArg = None,
@@ -404,15 +433,86 @@ def create_server(
             )
             return {"scope": envelope, **payload}
 
-        return scoped(project_dir, chip, None, read)
+        return self.scoped(project_dir, chip, None, read)
 
-    @server.tool(annotations=READ_ONLY, structured_output=True)
-    def esp32_docs_scope(project_dir: ProjectDirArg = None) -> dict[str, Any]:
+    def esp32_docs_scope(self, project_dir: ProjectDirArg = None) -> dict[str, Any]:
         """The chip, silicon revision range and ESP-IDF release of the ESP-IDF project in project_dir
         (default: the server's project), the file each came from, notes on anything ambiguous, and how
         to override them. Call it once with your working directory when that is not the server's."""
-        return {**resolver.resolve(project_dir).as_dict(), "override": OVERRIDE_HELP}
+        return {**self.resolver.resolve(project_dir).as_dict(), "override": OVERRIDE_HELP}
 
+
+class DocsServer(MCPServer):
+    """The SDK's server, but a call whose arguments do not fit the tool's schema is refused in the
+    words of every other refusal (``argument_error``), never as the validation library's dump."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            cause = error.__cause__
+            tool = self._tool_manager.get_tool(name)
+            if not isinstance(cause, ValidationError) or tool is None:
+                raise
+            raise ToolError(
+                f"Error executing tool {name}: {argument_error(tool.parameters, cause)}"
+            ) from cause
+
+
+def argument_error(schema: dict[str, Any], error: ValidationError) -> str:
+    """What is wrong with each rejected argument and what is valid, read from the tool's own input
+    schema: ``k must be an integer from 1 to 20, got 0``, as the engine's own checks word it."""
+    properties = schema.get("properties", {})
+    problems = []
+    for name in dict.fromkeys(str(detail["loc"][0]) for detail in error.errors() if detail["loc"]):
+        spec = properties.get(name, {})
+        detail = next(d for d in error.errors() if d["loc"] and str(d["loc"][0]) == name)
+        if detail["type"] == "missing":
+            problems.append(f"{name} is required: {spec.get('description', 'see the tool schema')}")
+            continue
+        shown = repr(detail["input"])
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        problems.append(f"{name} must be {valid_values(spec)}, got {shown}")
+    return "; ".join(problems) or "the arguments do not fit the tool's input schema"
+
+
+def valid_values(spec: dict[str, Any]) -> str:
+    """An argument's valid values in words, from its JSON schema: its types and integer range."""
+    kinds = []
+    for option in spec.get("anyOf", [spec]):
+        kind = option.get("type")
+        low, high = option.get("minimum", spec.get("minimum")), option.get("maximum", spec.get("maximum"))
+        if kind == "integer" and low is not None and high is not None:
+            kinds.append(f"an integer from {low} to {high}")
+        elif kind == "integer" and low is not None:
+            kinds.append(f"an integer of at least {low}")
+        elif kind == "integer":
+            kinds.append("an integer")
+        elif kind == "boolean":
+            kinds.append("true or false")
+        elif kind == "string":
+            kinds.append("a string")
+    optional = any(option.get("type") == "null" for option in spec.get("anyOf", []))
+    text = " or ".join(kinds) or "a value the tool schema allows"
+    return text + (" (or left out)" if optional else "")
+
+
+def create_server(
+    engine: SearchEngine | StoreWatch,
+    scopes: ScopeResolver | None = None,
+    auth: tuple[AuthSettings, TokenVerifier] | None = None,
+) -> MCPServer:
+    """The MCP server with the six read-only tools of DocsTools over ``engine``.
+
+    ``auth`` (HTTP only) makes the SDK's bearer middleware answer 401 to any request without the token.
+    """
+    settings, verifier = auth if auth else (None, None)
+    server = DocsServer("esp32-docs", instructions=INSTRUCTIONS, auth=settings, token_verifier=verifier)
+    tools = DocsTools(engine, scopes or ScopeResolver(*project_scope.configured_project(None)))
+    for tool in tools.tools():
+        server.add_tool(tool, annotations=READ_ONLY, structured_output=True)
     return server
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from mcp_types import CallToolResult
 from test_search import build_fixture_store
 
 REPO = Path(__file__).resolve().parent.parent
+TOOL_SCHEMAS = Path(__file__).with_name("fixtures") / "tool_schemas.json"
 TOOLS = {
     "esp32_docs_search",
     "esp32_docs_find_symbol",
@@ -80,6 +83,21 @@ def test_tools_are_listed_read_only_with_output_schemas(
     register = next(t for t in listed if t.name == "esp32_docs_register")
     assert "required" not in register.input_schema  # chip defaults to the project scope's
     assert all(word in register.description for word in ("address", "reset", "fields", "ESP32-P4 revisions"))
+
+
+def test_tool_list_and_schemas_match_the_pinned_listing(
+    server_session: tuple[ClientSession, BlockingPortal],
+) -> None:
+    """Every tool's name, description, input and output schema and annotations, as a client lists
+    them, byte for byte: agents are prompted with this listing, so a change to it is deliberate.
+    After a deliberate change, rewrite the pin with UPDATE_TOOL_SCHEMAS=1 and review its diff."""
+    session, portal = server_session
+    listed = portal.call(session.list_tools).tools
+    listing = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in listed]
+    text = json.dumps(listing, indent=2, ensure_ascii=False) + "\n"
+    if os.environ.get("UPDATE_TOOL_SCHEMAS") == "1":
+        TOOL_SCHEMAS.write_text(text, encoding="utf-8")
+    assert text == TOOL_SCHEMAS.read_text(encoding="utf-8")
 
 
 def test_search_returns_structured_results(call: Call) -> None:
@@ -237,8 +255,8 @@ def test_register_unknown_name_offers_the_closest_names(call: Call) -> None:
             {"query": "x", "chip": "esp32c3", "revision": "v1.3"},
             "valid revisions: mainline",
         ),
-        ("esp32_docs_search", {"query": "x", "k": 0}, "greater than or equal to 1"),
-        ("esp32_docs_search", {"query": "x", "k": 21}, "less than or equal to 20"),
+        ("esp32_docs_search", {"query": "x", "k": 0}, "k must be an integer from 1 to 20, got 0"),
+        ("esp32_docs_search", {"query": "x", "k": 21}, "k must be an integer from 1 to 20, got 21"),
         ("esp32_docs_search", {"query": ""}, "query is empty"),
         ("esp32_docs_search", {"query": "a" * 100_000}, "the limit is 2000"),
         ("esp32_docs_search", {"query": "x", "doc_type": "trm' OR '1'='1"}, "valid doc_types"),
@@ -298,6 +316,39 @@ def test_bad_input_reaches_the_client_naming_valid_values(
     call: Call, tool: str, arguments: dict[str, Any], message: str
 ) -> None:
     assert message in error_text(call(tool, arguments))
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "message"),
+    [
+        ("esp32_docs_search", {"query": "x", "k": "lots"}, "k must be an integer from 1 to 20, got 'lots'"),
+        ("esp32_docs_find_symbol", {"symbol": "X_REG", "k": 0}, "k must be an integer from 1 to 20, got 0"),
+        ("esp32_docs_search", {"k": 3}, "query is required: a question or an identifier"),
+        ("esp32_docs_search", {"query": 5}, "query must be a string, got 5"),
+        (
+            "esp32_docs_register",
+            {"chip": "esp32c3", "address": [4]},
+            "address must be an integer or a string",
+        ),
+        (
+            "esp32_docs_read",
+            {"file_path": "ESP32-C3/10-UART__EN", "chunk_index": -1, "whole_section": "maybe"},
+            "chunk_index must be an integer of at least 0, got -1; whole_section must be true or false",
+        ),
+        (
+            "esp32_docs_read",
+            {"file_path": "ESP32-C3/10-UART__EN", "chunk_index": 0, "max_chars": 10},
+            "max_chars must be an integer from 500 to 50000, got 10",
+        ),
+    ],
+)
+def test_arguments_outside_the_schema_are_refused_like_any_other_bad_input(
+    call: Call, tool: str, arguments: dict[str, Any], message: str
+) -> None:
+    """What is wrong and what is valid, without the validation library's dump and its link."""
+    text = error_text(call(tool, arguments))
+    assert message in text
+    assert not any(raw in text for raw in ("validation error", "pydantic", "type=", "Input should"))
 
 
 def test_idf_version_picks_the_release_over_mcp(call: Call) -> None:
