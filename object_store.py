@@ -19,15 +19,16 @@ SETTINGS_HINT = (
     "credentials and endpoint come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, "
     "AWS_ENDPOINT and AWS_ALLOW_HTTP (or the GOOGLE_*/AZURE_* equivalents)"
 )
-# (pattern in LanceDB's error text, what it means); the first that matches wins
+# (pattern in LanceDB's error text, what it means); the first that matches wins. The text always
+# carries the retry settings ("retry_timeout: 180s"), so a bare "timeout" would match every error.
 CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (
-        re.compile(r"ConnectionRefused|tcp connect error|kind: Connect|dns error|timed out|Timeout", re.I),
-        "the object store endpoint {endpoint} cannot be reached (connection failed)",
-    ),
     (
         re.compile(r"InvalidAccessKeyId|SignatureDoesNotMatch|AccessDenied|status: 403|Forbidden", re.I),
         "the object store at {endpoint} refused the credentials (403: wrong key or secret, or no access)",
+    ),
+    (
+        re.compile(r"ConnectionRefused|tcp connect error|kind: (Connect|Timeout)|dns error|timed out", re.I),
+        "the object store endpoint {endpoint} cannot be reached (connection failed)",
     ),
     (re.compile(r"NoSuchBucket", re.I), "the bucket of {uri} does not exist at {endpoint}"),
     (

@@ -1,10 +1,11 @@
 """A real S3-compatible server on loopback for tests: moto's server mode (moto[server], a dev dependency).
 
 No MinIO server ships in a PyPI or Debian package, so the tests run moto's HTTP server as its own
-process. Authentication is on (INITIAL_NO_AUTH_ACTION_COUNT): the first three requests create an IAM
-user, its policy and its access key; every later request must be signed with that key, so a wrong
-key or secret gets a real 403. moto keeps its objects in memory, so ``stop`` loses them: a test that
-restarts the server publishes the store again, as one would restore a bucket.
+process. With ``auth`` (INITIAL_NO_AUTH_ACTION_COUNT) the first three requests create an IAM user,
+its policy and its access key, and every later request must be signed with that key, so a wrong key
+or secret gets a real 403. moto keeps its objects (and keys) in memory, so ``stop`` loses them: a test
+that restarts the server uses one without auth, whose fixed key survives a restart, and publishes the
+store again, as one would restore a bucket.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import boto3
 
@@ -33,22 +35,25 @@ def free_port() -> int:
 class S3Server:
     """One moto server process on 127.0.0.1, its access key, and the env LanceDB reads them from."""
 
-    def __init__(self, log: Path, port: int | None = None) -> None:
-        self.port = port or free_port()
+    def __init__(self, log: Path, *, auth: bool = True) -> None:
+        self.port = free_port()
+        self.auth = auth
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None
-        self.key_id = ""
-        self.secret = ""
+        self.key_id = "open-key"  # any key is accepted without auth
+        self.secret = "open-secret"
 
     def start(self) -> S3Server:
         moto = Path(sys.executable).with_name("moto_server")
-        env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": NO_AUTH_SETUP_CALLS}
+        env = {k: v for k, v in os.environ.items() if k != "INITIAL_NO_AUTH_ACTION_COUNT"}
+        if self.auth:
+            env["INITIAL_NO_AUTH_ACTION_COUNT"] = NO_AUTH_SETUP_CALLS
         with self.log.open("ab") as sink:
             self.process = subprocess.Popen(
                 [str(moto), "-H", "127.0.0.1", "-p", str(self.port)], env=env, stdout=sink, stderr=sink
             )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a loaded 2-core machine can take a minute
         while True:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
@@ -57,10 +62,12 @@ class S3Server:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"moto server did not start; see {self.log}") from None
                 time.sleep(0.2)
-        self._create_key_and_bucket()
+        if self.auth:
+            self._create_key()
+        self.client().create_bucket(Bucket=BUCKET)
         return self
 
-    def _create_key_and_bucket(self) -> None:
+    def _create_key(self) -> None:
         iam = boto3.client(
             "iam",
             endpoint_url=self.endpoint,
@@ -73,9 +80,11 @@ class S3Server:
         iam.put_user_policy(UserName="docs", PolicyName="all", PolicyDocument=json.dumps(policy))
         key = iam.create_access_key(UserName="docs")["AccessKey"]
         self.key_id, self.secret = key["AccessKeyId"], key["SecretAccessKey"]
-        self.client().create_bucket(Bucket=BUCKET)
 
-    def client(self) -> object:
+    def uri(self, prefix: str) -> str:
+        return f"s3://{BUCKET}/{prefix}/esp_docs.lancedb"
+
+    def client(self) -> Any:
         return boto3.client(
             "s3",
             endpoint_url=self.endpoint,
