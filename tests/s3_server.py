@@ -53,7 +53,7 @@ class S3Server:
             self.process = subprocess.Popen(
                 [str(moto), "-H", "127.0.0.1", "-p", str(self.port)], env=env, stdout=sink, stderr=sink
             )
-        deadline = time.monotonic() + 120  # a loaded 2-core machine can take a minute
+        deadline = time.monotonic() + 300  # moto imports for seconds; minutes on a loaded machine
         while True:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
