@@ -267,3 +267,28 @@ def follow_republish(
     for states in seen:  # old ... old new ... new: each answer whole, never back to the old store
         first_new = states.index("new")
         assert set(states[:first_new]) <= {"old"} and set(states[first_new:]) == {"new"}, states
+
+
+@pytest.mark.parametrize(
+    ("raw", "cause"),
+    [
+        # the shapes LanceDB 0.40 raised against the loopback server (abridged)
+        (
+            'Failed to connect to namespace: IO { source: Generic { store: "S3", source: ListRequest { '
+            "source: RetryError(RetryErrorImpl { retries: 3, max_retries: 3, retry_timeout: 180s, inner: "
+            'Http(HttpError { kind: Connect, source: ConnectError("tcp connect error", ConnectionRefused',
+            "cannot be reached",
+        ),
+        (
+            "RetryError(RetryErrorImpl { retries: 0, max_retries: 3, retry_timeout: 180s, inner: Status { "
+            'status: 403, body: Some("<Error><Code>SignatureDoesNotMatch</Code>',
+            "refused the credentials",
+        ),
+        ("Table 'chunks' was not found", "there is no table at"),
+    ],
+)
+def test_object_store_errors_become_one_sentence(raw: str, cause: str) -> None:
+    from object_store import describe_failure
+
+    message = describe_failure("s3://b/p/esp_docs.lancedb", ValueError(raw))
+    assert cause in message and "AWS_ENDPOINT" in message and "RetryError" not in message
