@@ -28,6 +28,14 @@ imports:
 serve:
     uv run mcp_server.py --db {{db}}
 
+# Compacted store + manifest into one verified bundle (--out FILE; --to s3://bucket/prefix/esp_docs.lancedb publishes instead); healthy: "bundle: FILE written, N MiB", exit 0.
+pack *args:
+    uv run bundle.py pack --db {{db}} "$@"
+
+# Verify a bundle (checksums, embedder, validate_store) and install it atomically (--db DIR); healthy: "verified and installed", exit 0; a refused bundle names the failed check, exit 2.
+install bundle *args:
+    uv run bundle.py install --db {{db}} "$@"
+
 # Serve the bundled demo sample (built on first use); healthy: it waits silently for a client.
 demo:
     uv run mcp_server.py --demo

@@ -2,6 +2,7 @@
 
     uv run mcp_server.py --demo                  # a small real TRM sample, built on first use
     uv run mcp_server.py --db ./esp_docs.lancedb # the full store (or $ESP32_DOCS_DB)
+    uv run mcp_server.py --db s3://bucket/prefix/esp_docs.lancedb  # served from object storage
     uv run mcp_server.py --transport http        # streamable HTTP on 127.0.0.1
     ESP32_DOCS_TOKEN=... uv run mcp_server.py --transport http --host 0.0.0.0 --allowed-host buildbox
                                                  # a team server: bearer token required off loopback
@@ -37,6 +38,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
+import bundle
 import embed_and_store
 import http_security
 import project_scope
@@ -388,8 +390,16 @@ class DocsTools:
 
     def esp32_docs_list_chips(self) -> dict[str, Any]:
         """The valid chips, doc_types and revisions, with how many chunks each corpus holds per chip, and
-        the ESP-IDF releases the store holds with the chips built for each."""
-        return self.answer(lambda e: e.list_chips())
+        the ESP-IDF releases the store holds with the chips built for each, and the manifest of the
+        bundle the store was installed from (what it was built from, its counts and dev figures)."""
+        watch = self.engine if isinstance(self.engine, StoreWatch) else None
+
+        def listing(current: SearchEngine) -> dict[str, Any]:
+            # an installed or published store carries its bundle manifest (bundle.py); None otherwise
+            manifest = bundle.served_manifest(watch.db_uri, current.table.version) if watch else None
+            return {**current.list_chips(), "bundle": manifest}
+
+        return self.answer(listing)
 
     def esp32_docs_read(
         self,
@@ -518,7 +528,11 @@ def create_server(
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Serve ESP32 documentation search over MCP.")
-    parser.add_argument("--db", help="LanceDB URI (default $ESP32_DOCS_DB or ./esp_docs.lancedb)")
+    parser.add_argument(
+        "--db",
+        help="store directory or LanceDB URI, e.g. s3://bucket/prefix/esp_docs.lancedb (credentials and "
+        "endpoint from AWS_* variables; docs/team-server.md) (default $ESP32_DOCS_DB or ./esp_docs.lancedb)",
+    )
     parser.add_argument(
         "--demo", action="store_true", help="serve the bundled TRM sample (built on first use)"
     )

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import lancedb
 
+from object_store import describe_failure, is_remote
+
 DB_ENV_VAR = "ESP32_DOCS_DB"
 DEFAULT_DB_URI = "./esp_docs.lancedb"
 TABLE_NAME = "chunks"
@@ -66,11 +68,19 @@ def open_store(db_uri: str, model_id: str | None = None) -> lancedb.table.Table:
         raise StoreError(f"no store at {db_uri}; {BUILD_HINT.format(db=db_uri)}")
     try:
         table = lancedb.connect(db_uri).open_table(TABLE_NAME)
-    except (ValueError, FileNotFoundError) as error:
+        built_with = store_model_id(table)
+        rows = table.count_rows()
+    except StoreError:
+        raise
+    except (ValueError, FileNotFoundError, OSError, RuntimeError) as error:
+        if is_remote(db_uri):  # LanceDB's object-store errors are Rust debug dumps: say what failed
+            problem = describe_failure(db_uri, error)
+            raise StoreError(f"cannot open the store at {db_uri}: {problem}") from error
+        if not isinstance(error, (ValueError, FileNotFoundError)):
+            raise  # a local store that opens but cannot be read: the caller reports it as such
         raise StoreError(f"no store at {db_uri} ({error}); {BUILD_HINT.format(db=db_uri)}") from error
-    built_with = store_model_id(table)
     store_vector_dim(table)
-    if table.count_rows() == 0:
+    if rows == 0:
         raise StoreError(f"the store at {db_uri} holds no chunks; {BUILD_HINT.format(db=db_uri)}")
     if model_id is not None and model_id != built_with:
         raise StoreError(

@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Callable
 
+from object_store import describe_failure, is_remote
 from search import SearchEngine
 from store import StoreError, open_store
 
@@ -68,9 +69,16 @@ class StoreWatch:
                     return False
                 engine = self._open(self.db_uri, reuse=self._engine)
             except StoreError as error:
-                self._fail(f"documentation store unavailable: {error}")
+                retry = f"; the server retries every {self.interval:g} s" if is_remote(self.db_uri) else ""
+                self._fail(f"documentation store unavailable: {error}{retry}")
                 return False
             except Exception as error:  # a deleted or corrupt store raises whatever lance meets first
+                if is_remote(self.db_uri):
+                    self._fail(
+                        f"documentation store unavailable: {describe_failure(self.db_uri, error)}; the "
+                        f"server retries every {self.interval:g} s"
+                    )
+                    return False
                 self._fail(
                     f"documentation store at {self.db_uri} cannot be read ({type(error).__name__}: "
                     f"{str(error)[:200]}); rebuild it with embed_and_store.py or restore it; the server "
