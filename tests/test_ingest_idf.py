@@ -319,7 +319,7 @@ def test_real_build_spot_checks(esp32c3_build) -> None:  # type: ignore[no-untyp
     refs = {ref for r in uart for ref in r["doc_refs"]}
     # an API cross-reference into another page lands on the section that declares it
     assert any(ref.startswith("api-reference/system/esp_err#") for ref in refs)
-    assert any("examples/peripherals/uart/uart_echo" == f for r in uart for f in r["file_refs"])
+    assert any(f == "examples/peripherals/uart/uart_echo" for r in uart for f in r["file_refs"])
 
 
 @needs_corpus
