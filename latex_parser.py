@@ -1137,7 +1137,7 @@ def build_tree(text: str, fallback_title: str) -> ChapterTree:
                 stack[-1][1].blocks.append(Block(table_text, symbol_refs=identifiers(table_text)))
     _take_tree_marks(root)
     for register in registers:
-        register.doc_refs = _take_description_marks(register)
+        register.doc_refs = _take_register_marks(register)
     summaries = register_summaries(root, registers)
     for register in registers:
         if register.block is not None:
@@ -1160,8 +1160,11 @@ def _take_tree_marks(section: Section) -> None:
         _take_tree_marks(child)
 
 
-def _take_description_marks(register: Register) -> list[str]:
-    found: list[str] = []
+def _take_register_marks(register: Register) -> list[str]:
+    """Reference marks out of the register's header and descriptions; the labels they named."""
+    register.address, found = take_marks(register.address)
+    register.param_note, in_note = take_marks(register.param_note)
+    found.extend(in_note)
     for name, parts in register.descriptions.items():
         cleaned = [take_marks(part) for part in parts]
         register.descriptions[name] = (cleaned[0][0], cleaned[1][0])

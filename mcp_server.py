@@ -71,7 +71,9 @@ INSTRUCTIONS = (
     "Use esp32_docs_find_symbol for exact identifiers, "
     "esp32_docs_register for a register's exact address, reset value and bit fields (or what lives at an "
     "address, or how a register differs between chips / ESP32-P4 revisions), esp32_docs_read to see more "
-    "around a hit, esp32_docs_list_chips for valid chips and coverage."
+    "around a hit, esp32_docs_list_chips for valid chips and coverage. A result's doc_refs are the "
+    "sections it links to (esp32_docs_read with file_path and section_path) and the registers it names "
+    "(esp32_docs_register with name); file_refs are ESP-IDF source files, read at their url."
 )
 
 CHIP_HELP = f"chip id or name, e.g. esp32c3 or ESP32-C3; one of: {', '.join(chip_ids())}"
@@ -359,8 +361,14 @@ def create_server(
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def esp32_docs_read(
-        file_path: Annotated[str, Field(description="file_path copied from a search or find_symbol result")],
-        chunk_index: Annotated[int, Field(ge=0, description="chunk_index of that result")],
+        file_path: Annotated[
+            str,
+            Field(description="file_path copied from a search or find_symbol result, or a doc_refs entry"),
+        ],
+        chunk_index: Annotated[int | None, Field(ge=0, description="chunk_index of that result")] = None,
+        section_path: Annotated[
+            str | None, Field(description="instead of chunk_index: section_path of a doc_refs entry")
+        ] = None,
         before: Annotated[int, Field(ge=0, le=50, description="chunks to include before it")] = 1,
         after: Annotated[int, Field(ge=0, le=50, description="chunks to include after it")] = 1,
         max_chars: Annotated[
@@ -374,13 +382,15 @@ def create_server(
         idf_version: IdfVersionArg = None,
         project_dir: ProjectDirArg = None,
     ) -> dict[str, Any]:
-        """Read the chunks around a hit, or its whole section, in document order within a character budget."""
+        """Read the chunks around a hit, or its whole section, in document order within a character budget;
+        or the section a result's doc_refs entry names (file_path + section_path)."""
 
         def read(engine: SearchEngine, applied: Applied) -> dict[str, Any]:
             def window(chip_id: str | None) -> dict[str, Any]:
                 return engine.read(
                     file_path,
                     chunk_index,
+                    section_path=section_path,
                     before=before,
                     after=after,
                     max_chars=max_chars,
@@ -398,9 +408,10 @@ def create_server(
             # a hit from a call scoped otherwise (chip='any'): read it as it is rather than fail
             payload = window(None)
             envelope = {**applied.envelope, "applied": {"chip": None, "revision": None}}
+            where = f"section {section_path!r}" if section_path is not None else f"chunk {chunk_index}"
             envelope["how"] = (
-                f"{file_path} has no chunk {chunk_index} for the project's chip {applied.chip}; read "
-                "without a chip filter"
+                f"{file_path} has no {where} for the project's chip {applied.chip}; "
+                "read without a chip filter"
             )
             return {"scope": envelope, **payload}
 

@@ -47,12 +47,12 @@ def take_marks(text: str) -> tuple[str, list[str]]:
     if _OPEN not in text:
         return text, []
     labels = [m.group(1) for m in _MARK.finditer(text)]
-    decoded = ["".join(chr(ord(c) - _BASE) for c in label) for label in labels]
+    decoded = [" ".join("".join(chr(ord(c) - _BASE) for c in label).split()) for label in labels]
     return _MARK.sub("", text), list(dict.fromkeys(label for label in decoded if label))
 
 
 def labels_defined(fragment: str) -> list[str]:
-    return [m.group(1).strip() for m in LABEL_COMMAND.finditer(fragment)]
+    return [" ".join(m.group(1).split()) for m in LABEL_COMMAND.finditer(fragment)]
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class LabelIndex:
         resolved: list[str] = []
         for label in labels:
             self.referenced[label] += 1
-            target = self.targets.get(label)
+            target = self.targets.get(label) or self.targets.get(_other_kind(label))
             if target is None:
                 self.unresolved[label] += 1
                 continue
@@ -95,6 +95,13 @@ class LabelIndex:
                 continue  # a field description naming its own register
             resolved.append(target)
         return list(dict.fromkeys(resolved))
+
+
+def _other_kind(label: str) -> str:
+    """A register label written as a field one or the other way round (``fielddesc:XREG``): both
+    name the same register."""
+    kind, _, name = label.partition(":")
+    return {"regdesc": "fielddesc:", "fielddesc": "regdesc:"}.get(kind, "\0") + name
 
 
 def summary(indexes: Iterable[LabelIndex]) -> tuple[int, int, Counter[str]]:
