@@ -17,7 +17,7 @@ from schema import REGISTER_REF, SECTION_REF_SEPARATOR
 from source_links import upstream_url
 from sources import SourcesError, load_pins
 
-DOC_REFS_SHOWN = 4
+DOC_REFS_SHOWN = 3
 FILE_REFS_SHOWN = 2
 PATH_SEPARATOR = " > "
 
@@ -42,7 +42,9 @@ def follow_up(row: dict[str, Any]) -> dict[str, Any]:
     """The row's ``doc_refs``/``file_refs`` for a result: capped, and left out when empty."""
     shown: dict[str, Any] = {}
     cut: dict[str, int] = {}
-    doc_refs = row.get("doc_refs") or []
+    # links into other pages and chapters first: the row's own page is one esp32_docs_read away anyway
+    own_page = row.get("file_path", "") + SECTION_REF_SEPARATOR
+    doc_refs = sorted(row.get("doc_refs") or [], key=lambda ref: ref.startswith(own_page))
     if doc_refs:
         shown["doc_refs"] = [doc_ref(ref) for ref in doc_refs[:DOC_REFS_SHOWN]]
         if len(doc_refs) > DOC_REFS_SHOWN:

@@ -30,6 +30,9 @@ def test_results_show_refs_as_tool_arguments_capped_with_a_count() -> None:
     }
     assert shown["file_refs"][1]["url"].endswith(f"/tree/{COMMIT}/examples/y")  # a folder
     assert doc_ref("page/a#Top > Part") == {"file_path": "page/a", "section_path": "Top > Part"}
+    # a link into another page goes before the links within the row's own page
+    own = {"file_path": "p", "doc_refs": ["p#A", "q#B"], "file_refs": [], "source_commit": COMMIT}
+    assert [r["file_path"] for r in follow_up(own)["doc_refs"]] == ["q", "p"]
     # empty lists are left out, and nothing links to a commit that is not pinned
     assert follow_up({"doc_refs": [], "file_refs": [], "source_commit": COMMIT}) == {}
     assert follow_up({"doc_refs": [], "file_refs": ["a/b.h"], "source_commit": "unknown"}) == {
