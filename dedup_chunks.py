@@ -76,6 +76,8 @@ def _merge_into(kept: dict[str, Any], row: dict[str, Any]) -> None:
     kept["release_sources"] = [sources[series] for series in ordered]
     if ordered:  # the row cites its newest build; release_sources keeps every other one
         kept["source_version"], kept["source_commit"] = split_source(kept["release_sources"][0])
+    if row["source_commit"] == kept["source_commit"]:
+        kept["url"] = row["url"]  # the link goes with the build the row cites
 
 
 def check_one_build_per_series(builds: dict[str, set[str]]) -> None:
@@ -162,6 +164,7 @@ def dedup(paths: Iterable[Path]) -> DedupResult:
                     file_refs=row["file_refs"],
                     source_version=row["source_version"],
                     source_commit=row["source_commit"],
+                    url=row["url"],
                 )
             )
     return DedupResult(rows=rows, chunks_in=chunks_in)

@@ -276,6 +276,8 @@ def load_rows(paths: Iterable[Path], doc_type: str, provenance: Provenance) -> l
 
 
 def _check_row(row: dict[str, Any], where: str, doc_type: str, provenance: Provenance) -> None:
+    if row["url"] is None:
+        raise InputError(f"{where}: no url field: the chunk file predates upstream links; re-run its ingest")
     try:
         validate_row(row)
     except ValueError as error:
@@ -428,6 +430,10 @@ def ensure_table(db: lancedb.DBConnection, db_uri: str, model_id: str, dimension
         retry_on_conflict(
             lambda: table.add_columns({WINDOWS_COLUMN: "make_array(vector)"}), "adding the windows column"
         )
+    if "url" not in table.schema.names:
+        # A store from before upstream links: every row starts without one; the doc_type being
+        # replaced gets its links now, the others when their chunks are next embedded
+        retry_on_conflict(lambda: table.add_columns({"url": "''"}), "adding the url column")
     if "releases" not in table.schema.names:
         # A store from before the release axis (docs/releases.md): ESP-IDF rows get the series of their
         # source_version and that build, TRM rows none, in one commit. Lance's SQL has no CASE, so a

@@ -21,7 +21,7 @@ import argparse
 import re
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,8 @@ from lexicon import NO_LEXICON, Lexicon, mine
 from provenance import source_provenance
 from releases import release_series, release_source, require_series
 from schema import make_row, read_jsonl, write_jsonl
+from source_links import IncludeIndex, link_rows
+from sources import load_pins
 
 SOC_DIR = Path("components/soc")
 # Silicon-revision folders ESP-IDF keeps side by side (components/soc/CMakeLists.txt picks one per
@@ -565,6 +567,23 @@ def ingest(idf_path: Path, out_path: Path) -> dict[str, HeaderResult]:
         results[rel] = header_rows(header, prov.version, prov.commit, lexicon, scanned[rel])
     for script in discover_linker_scripts(idf_path):
         results[script.rel_path] = linker_rows(script, prov.version, prov.commit)
+    includes = IncludeIndex.build(idf_path)
+    repo_url = load_pins().idf_url
+    linked: Counter[str] = Counter()
+    for rel, result in results.items():
+        text = (
+            scanned[rel][0]
+            if rel in scanned
+            else (idf_path / rel).read_text(encoding="utf-8", errors="replace")
+        )
+        linked.update(
+            dict(zip(("resolved", "system"), link_rows(result.rows, text, includes, repo_url), strict=True))
+        )
+    print(
+        f"includes: {linked['resolved']} resolved to repository paths, {linked['system']} system or "
+        "toolchain headers left out of file_refs",
+        file=sys.stderr,
+    )
     rows = (row for result in results.values() for row in result.rows)
     write_jsonl(out_path, rows)
     for rel in skipped:

@@ -36,8 +36,16 @@ from chunk_format import PATH_SEPARATOR, chunk_body, section_path_of
 from chunking import chunk_tree
 from provenance import UNKNOWN, Provenance, build_provenance, source_provenance
 from releases import release_series, release_source, require_series
-from schema import make_row, write_jsonl
-from sphinx_xml import DEFAULT_MAX_WORDS, Page, PageError, doc_path_for, iter_pages, page_tree
+from schema import SECTION_REF_SEPARATOR, make_row, write_jsonl
+from sphinx_xml import (
+    DEFAULT_MAX_WORDS,
+    Page,
+    PageError,
+    doc_path_for,
+    iter_pages,
+    page_tree,
+    section_anchors,
+)
 
 CAPTURE_THRESHOLD = 0.80
 PLACEHOLDER = "{IDF_TARGET_"
@@ -307,6 +315,33 @@ class IngestResult:
     other_xml: int
     failures: list[str]
     revisions: Counter[str]
+    # doc_refs by outcome: "section" (the anchor's section), "page" (the page, its anchor unknown),
+    # "absent" (a page this build does not have: left out, its targets listed in the summary)
+    doc_refs: Counter[str] = field(default_factory=Counter)
+    absent_pages: Counter[str] = field(default_factory=Counter)
+
+
+def resolve_doc_refs(
+    rows: list[dict[str, Any]], anchors: dict[str, dict[str, str]], titles: dict[str, str]
+) -> Counter[str]:
+    """Rewrite every row's ``page#anchor`` references into ``page#section path`` that
+    esp32_docs_read opens; counts the outcomes, with ``absent:<page>`` for pages not in the build."""
+    outcomes: Counter[str] = Counter()
+    for row in rows:
+        resolved: list[str] = []
+        for ref in row["doc_refs"]:
+            page, _, anchor = ref.partition("#")
+            if page not in titles:
+                outcomes[f"absent:{page}"] += 1
+                continue
+            section = anchors[page].get(anchor) if anchor else None
+            outcomes["section" if section else "page"] += 1
+            target = page + SECTION_REF_SEPARATOR + (section or titles[page])
+            own = row["section_path"] + " > "
+            if page != row["file_path"] or not own.startswith((section or titles[page]) + " > "):
+                resolved.append(target)  # not the row's own section nor one it sits in (a breadcrumb)
+        row["doc_refs"] = list(dict.fromkeys(resolved))
+    return outcomes
 
 
 def ingest(
@@ -322,6 +357,8 @@ def ingest(
     revisions: Counter[str] = Counter()
     pages = other = 0
     seen: dict[str, Path] = {}
+    anchors: dict[str, dict[str, str]] = {}
+    titles: dict[str, str] = {}
     files = tqdm(iter_pages(xml_dir), desc=f"{chip} pages", unit="file", disable=not progress)
     for xml_file, loaded in files:
         if isinstance(loaded, PageError):
@@ -344,7 +381,20 @@ def ingest(
             continue
         pages += 1
         revisions += link_revisions(loaded)
-    return IngestResult(rows=rows, pages=pages, other_xml=other, failures=failures, revisions=revisions)
+        anchors[loaded.doc_path] = section_anchors(loaded)
+        titles[loaded.doc_path] = loaded.title
+    outcomes = resolve_doc_refs(rows, anchors, titles)
+    absent = Counter({key.partition(":")[2]: n for key, n in outcomes.items() if key.startswith("absent:")})
+    return IngestResult(
+        rows=rows,
+        pages=pages,
+        other_xml=other,
+        failures=failures,
+        revisions=revisions,
+        doc_refs=Counter({k: n for k, n in outcomes.items() if not k.startswith("absent:")})
+        + Counter({"absent": sum(absent.values())}),
+        absent_pages=absent,
+    )
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -417,10 +467,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  ... and {len(report.problems) - 50} more", file=sys.stderr)
     ok = all(r.ok for r in reports) and not result.failures
     checks = ", ".join(f"{r.name} {'ok' if r.ok else 'FAILED'}" for r in reports)
+    if result.absent_pages:
+        listed = ", ".join(f"{page} ({n})" for page, n in result.absent_pages.most_common(10))
+        print(
+            f"note: links to pages this build does not have, left out of doc_refs: {listed}", file=sys.stderr
+        )
+    links = result.doc_refs
     print(
         f"{chip} {release_series(provenance.version)} ({provenance.version}): {result.pages} pages "
         f"({result.other_xml} non-Sphinx XML ignored, "
-        f"{len(result.failures)} skipped) -> {len(result.rows)} chunks in {args.out_path}; {checks}; "
+        f"{len(result.failures)} skipped) -> {len(result.rows)} chunks in {args.out_path}; "
+        f"doc links {links['section']} to a section, {links['page']} to a page, {links['absent']} to "
+        f"pages not in the build; {checks}; "
         f"{time.monotonic() - started:.1f}s"
     )
     return 0 if ok else 1

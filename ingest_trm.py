@@ -30,7 +30,10 @@ from latex_parser import ParsedChapter, parse_chapter
 from latex_source import INCLUDE_COMMAND, IncludeResolver, document_body, read_group, strip_comments
 from lexicon import annotate_register_terms
 from provenance import source_provenance
+from releases import COMMIT
 from schema import make_row, write_jsonl
+from sources import load_pins
+from trm_refs import LabelIndex, LabelTarget, summary
 
 CHAPTER_ROOT = re.compile(r"^\d{2}-.+__EN\.tex$")
 REVISION_IN_NAME = re.compile(r"chip-revision-(v\d+(?:\.\d+)*)", re.IGNORECASE)
@@ -69,6 +72,7 @@ class ChapterChunks:
     key: str
     title: str
     chunks: list[Chunk]
+    labels: dict[str, LabelTarget] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,12 +221,16 @@ class IngestReport:
     registers_per_chip: Counter = field(default_factory=Counter)
     revision_mix: Counter = field(default_factory=Counter)
     case_fixed: list[str] = field(default_factory=list)
+    labels: list[LabelIndex] = field(default_factory=list)
 
 
 def ingest(trm_root: Path, manuals: list[Manual], progress: bool = True) -> IngestReport:
     """Parse every chapter of every manual and build validated rows, failures collected."""
     report = IngestReport()
     provenance = source_provenance(trm_root)
+    # the chapter's .tex upstream at the commit the rows came from (none for an unpinned tree)
+    pinned = COMMIT.fullmatch(provenance.commit)
+    tex_url = f"{load_pins().trm_url}/blob/{provenance.commit}/{{}}.tex" if pinned else ""
     by_chip: dict[str, list[Manual]] = {}
     for manual in manuals:
         by_chip.setdefault(manual.chip, []).append(manual)
@@ -248,6 +256,11 @@ def ingest(trm_root: Path, manuals: list[Manual], progress: bool = True) -> Inge
                     order.append(edition.key)
                 editions.setdefault(edition.key, []).append(edition)
         report.chapters += len(order)
+        labels = LabelIndex()
+        for key in order:
+            for edition in editions[key]:
+                labels.define(edition.file_path, edition.labels)
+        report.labels.append(labels)
         multi = len(chip_manuals) > 1
         indexes: Counter = Counter()
         for key in order:
@@ -266,10 +279,13 @@ def ingest(trm_root: Path, manuals: list[Manual], progress: bool = True) -> Inge
                         chunk_index=indexes[item.file_path],
                         revisions=revisions,
                         symbol_refs=item.chunk.symbol_refs,
-                        doc_refs=item.chunk.doc_refs,
+                        doc_refs=labels.resolve(
+                            item.chunk.doc_refs, item.chunk.text, item.file_path, item.chunk.section_path_text
+                        ),
                         file_refs=item.chunk.file_refs,
                         source_version=provenance.version,
                         source_commit=provenance.commit,
+                        url=tex_url.format(item.file_path) if tex_url else "",
                     )
                 )
                 indexes[item.file_path] += 1
@@ -309,6 +325,7 @@ def _parse_one(
         key=chapter_key(root),
         title=parsed.tree.title,
         chunks=chunks,
+        labels=parsed.tree.labels,
     )
 
 
@@ -349,6 +366,14 @@ def main(argv: list[str] | None = None) -> int:
     report = ingest(trm_value, manuals, progress=not args.no_progress)
     count = write_jsonl(args.out_path, report.rows)
     seconds = time.monotonic() - started
+    references, resolved, unresolved = summary(report.labels)
+    if unresolved:
+        listed = ", ".join(f"{label} ({n})" for label, n in unresolved.most_common(20))
+        print(
+            f"note: {len(unresolved)} labels referenced but defined in no chapter of their manual "
+            f"(left out of doc_refs; most referenced first): {listed}",
+            file=sys.stderr,
+        )
     per_chip = ", ".join(f"{chip} {n}" for chip, n in sorted(report.registers_per_chip.items()))
     mix = ", ".join(f"{k} {v}" for k, v in sorted(report.revision_mix.items()))
     for fixed in report.case_fixed:
@@ -357,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         f"trm: {report.chapters} chapters ({report.parses} parses) -> {count} chunks, "
         f"{sum(report.registers_per_chip.values())} registers [{per_chip}], revisions [{mix}], "
         f"{len(report.case_fixed)} case-fixed includes, {report.lexicon_size} name abbreviations mined, "
+        f"cross-references {resolved}/{references} resolved ({len(unresolved)} labels unresolved), "
         f"{len(report.failures)} failures, {seconds:.1f}s -> {args.out_path}"
     )
     if report.failures:

@@ -41,6 +41,7 @@ from latex_source import (
     read_optional,
     search_dirs,
 )
+from trm_refs import LabelTarget, labels_defined, mark_references, take_marks
 
 TABLE_ENVIRONMENTS = ("tabular", "tabular*", "tabularx", "tabulary", "longtable", "longtable*")
 # environments whose begin/end lines only wrap content (floats, boxes, font sizes)
@@ -276,6 +277,7 @@ class Register:
     # UART0 0x3FF40050, UART1 ...) where its block gives the offset (0x50): a question for "the
     # address" of a register would otherwise be answered by the table row, not the block.
     absolute_address: str = ""
+    doc_refs: list[str] = field(default_factory=list)  # labels its field descriptions reference
 
     @property
     def symbol_refs(self) -> list[str]:
@@ -640,6 +642,9 @@ class ChapterTree:
     root: Section
     registers: list[Register]
     warnings: list[str] = field(default_factory=list)
+    # where each \label of the chapter lands; blocks carry the raw labels they reference in
+    # doc_refs until the ingest resolves them (trm_refs.py)
+    labels: dict[str, LabelTarget] = field(default_factory=dict)
 
 
 def build_tree(text: str, fallback_title: str) -> ChapterTree:
@@ -651,8 +656,16 @@ def build_tree(text: str, fallback_title: str) -> ChapterTree:
     continuation = False
     title_seen = False
     pos = 0
+    text = mark_references(text)
+    labels: dict[str, LabelTarget] = {}
+
+    def define(fragment: str, register: str = "") -> None:
+        section = tuple(take_marks(s.title)[0] for _, s in stack)
+        for label in labels_defined(fragment):
+            labels.setdefault(label, LabelTarget(register=register, section=section))
 
     def add_prose(fragment: str) -> None:
+        define(fragment)
         fragment = _WRAPPER.sub("\n", _DRAWING.sub("\n", fragment))
         converted = latex_to_text(fragment)
         for paragraph in re.split(r"\n\s*\n", converted):
@@ -692,7 +705,10 @@ def build_tree(text: str, fallback_title: str) -> ChapterTree:
             continue
         env = match.group("env")
         if env == "register":
-            pos = _take_register(text, match.end(), stack[-1][1], registers, continuation, warnings)
+            start = match.end()
+            pos, name = _take_register(text, start, stack[-1][1], registers, continuation, warnings)
+            if name:
+                define(text[start:pos], register=name)
             continuation = False
         elif env in VERBATIM_ENVIRONMENTS:
             _opt, start = read_optional(text, match.end())
@@ -705,12 +721,16 @@ def build_tree(text: str, fallback_title: str) -> ChapterTree:
         else:
             start = _table_body_start(text, env, match.end())
             stop, pos = _environment_end(text, env, start)
+            define(text[match.start() : pos])
             if stop == len(text):
                 warnings.append(f"unclosed {env} ran to the end of the chapter")
             rows = render_table(text[start:stop])
             if rows:
                 table_text = "\n".join(rows)
                 stack[-1][1].blocks.append(Block(table_text, symbol_refs=identifiers(table_text)))
+    _take_tree_marks(root)
+    for register in registers:
+        register.doc_refs = _take_register_marks(register)
     summaries = register_summaries(root, registers)
     for register in registers:
         if register.block is not None:
@@ -719,7 +739,30 @@ def build_tree(text: str, fallback_title: str) -> ChapterTree:
             register.absolute_address = absolute_address(register, row)
             register.block.text = register.render()
             register.block.symbol_refs = register.symbol_refs
-    return ChapterTree(title=root.title, root=root, registers=registers, warnings=warnings)
+            register.block.doc_refs = register.doc_refs
+    return ChapterTree(title=root.title, root=root, registers=registers, warnings=warnings, labels=labels)
+
+
+def _take_tree_marks(section: Section) -> None:
+    """Reference marks out of every title and block, the labels into the block's doc_refs."""
+    section.title = take_marks(section.title)[0]
+    for block in section.blocks:
+        block.text, found = take_marks(block.text)
+        block.doc_refs = list(dict.fromkeys([*block.doc_refs, *found]))
+    for child in section.children:
+        _take_tree_marks(child)
+
+
+def _take_register_marks(register: Register) -> list[str]:
+    """Reference marks out of the register's header and descriptions; the labels they named."""
+    register.address, found = take_marks(register.address)
+    register.param_note, in_note = take_marks(register.param_note)
+    found.extend(in_note)
+    for name, parts in register.descriptions.items():
+        cleaned = [take_marks(part) for part in parts]
+        register.descriptions[name] = (cleaned[0][0], cleaned[1][0])
+        found.extend(label for _, labels in cleaned for label in labels)
+    return list(dict.fromkeys(found))
 
 
 _NOT_A_DESCRIPTION = re.compile(r"(?:0x[0-9A-Fa-f]|\d)[\w+*{} ]*|[A-Z/]{1,8}|varies|-+", re.IGNORECASE)
@@ -808,8 +851,9 @@ def _take_register(
     registers: list[Register],
     continuation: bool,
     warnings: list[str],
-) -> int:
-    """Parse the register environment starting at ``start``; return where scanning resumes.
+) -> tuple[int, str]:
+    """Parse the register environment starting at ``start``; return where scanning resumes and
+    the register's name (empty when the environment has no readable header).
 
     A register ends at its ``\\end{register}``, or at the next ``\\begin{register}`` when a
     tag branch left it unbalanced: never later, so a stray begin cannot swallow the chapter.
@@ -826,7 +870,7 @@ def _take_register(
     header = _parse_register_header(env_text)
     if header is None:
         warnings.append("register environment without a name/address header")
-        return resume
+        return resume, ""
     name, note, address, header_end = header
     body = env_text[header_end:]
     fields = _parse_fields(body)
@@ -844,12 +888,12 @@ def _take_register(
         previous.fields.extend(fields)
         for key, value in descriptions.items():
             previous.descriptions.setdefault(key, value)
-        return resume
+        return resume, name
     register = Register(name=name, param_note=note, address=address, fields=fields, descriptions=descriptions)
     register.block = Block("", atomic=True, standalone=True)
     section.blocks.append(register.block)
     registers.append(register)
-    return resume
+    return resume, name
 
 
 # ---------------------------------------------------------------------------------------------

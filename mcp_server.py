@@ -73,7 +73,9 @@ INSTRUCTIONS = (
     "Use esp32_docs_find_symbol for exact identifiers, "
     "esp32_docs_register for a register's exact address, reset value and bit fields (or what lives at an "
     "address, or how a register differs between chips / ESP32-P4 revisions), esp32_docs_read to see more "
-    "around a hit, esp32_docs_list_chips for valid chips and coverage."
+    "around a hit, esp32_docs_list_chips for valid chips and coverage. A result's doc_refs are the "
+    "sections it links to (esp32_docs_read with file_path and section_path) and the registers it names "
+    "(esp32_docs_register with name); file_refs are ESP-IDF source files, read at their url."
 )
 
 CHIP_HELP = f"chip id or name, e.g. esp32c3 or ESP32-C3; one of: {', '.join(chip_ids())}"
@@ -165,8 +167,13 @@ CompareReleaseArg = Annotated[
         "(bits, access, default), its address and reset, or that it is absent there"
     ),
 ]
-FilePathArg = Annotated[str, Field(description="file_path copied from a search or find_symbol result")]
-ChunkIndexArg = Annotated[int, Field(ge=0, description="chunk_index of that result")]
+FilePathArg = Annotated[
+    str, Field(description="file_path copied from a search or find_symbol result, or a doc_refs entry")
+]
+ChunkIndexArg = Annotated[int | None, Field(ge=0, description="chunk_index of that result")]
+SectionPathArg = Annotated[
+    str | None, Field(description="instead of chunk_index: section_path of a doc_refs entry")
+]
 BeforeArg = Annotated[int, Field(ge=0, le=50, description="chunks to include before it")]
 AfterArg = Annotated[int, Field(ge=0, le=50, description="chunks to include after it")]
 MaxCharsArg = Annotated[
@@ -404,7 +411,8 @@ class DocsTools:
     def esp32_docs_read(
         self,
         file_path: FilePathArg,
-        chunk_index: ChunkIndexArg,
+        chunk_index: ChunkIndexArg = None,
+        section_path: SectionPathArg = None,
         before: BeforeArg = 1,
         after: AfterArg = 1,
         max_chars: MaxCharsArg = READ_DEFAULT_CHARS,
@@ -413,13 +421,15 @@ class DocsTools:
         idf_version: IdfVersionArg = None,
         project_dir: ProjectDirArg = None,
     ) -> dict[str, Any]:
-        """Read the chunks around a hit, or its whole section, in document order within a character budget."""
+        """Read the chunks around a hit, or its whole section, in document order within a character budget;
+        or the section a result's doc_refs entry names (file_path + section_path)."""
 
         def read(engine: SearchEngine, applied: Applied) -> dict[str, Any]:
             def window(chip_id: str | None) -> dict[str, Any]:
                 return engine.read(
                     file_path,
                     chunk_index,
+                    section_path=section_path,
                     before=before,
                     after=after,
                     max_chars=max_chars,
@@ -437,9 +447,10 @@ class DocsTools:
             # a hit from a call scoped otherwise (chip='any'): read it as it is rather than fail
             payload = window(None)
             envelope = {**applied.envelope, "applied": {"chip": None, "revision": None}}
+            where = f"section {section_path!r}" if section_path is not None else f"chunk {chunk_index}"
             envelope["how"] = (
-                f"{file_path} has no chunk {chunk_index} for the project's chip {applied.chip}; read "
-                "without a chip filter"
+                f"{file_path} has no {where} for the project's chip {applied.chip}; "
+                "read without a chip filter"
             )
             return {"scope": envelope, **payload}
 

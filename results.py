@@ -14,6 +14,7 @@ from typing import Any
 
 from chip_vocab import chips
 from chunk_format import FIELDS_LINE, REGISTER_CHUNK_HEAD
+from follow_refs import follow_up
 
 RESULT_TEXT_CHARS = 2400
 IDF_DOCS_URL = "https://docs.espressif.com/projects/esp-idf/en/latest/{chip}/{path}.html"
@@ -225,7 +226,8 @@ def format_result(
         "score": None if row["score"] is None else round(row["score"], 5),
         "matched_by": row["matched_by"],
         "symbol_refs": row["symbol_refs"][:24],
-        "url": docs_url(row, chip),
+        "url": docs_url(row, chip) or row.get("url") or None,
+        **follow_up(row),
     }
     if variants:
         result["chip_variants"] = [{"chips": v["chips"], "chunk_index": v["chunk_index"]} for v in variants]

@@ -33,8 +33,8 @@ MAX_PLACEHOLDER_RUNS = 3
 INDEX_PLACEHOLDERS = ("n", "x", "m")
 QUERY_TOKEN = re.compile(r"[A-Za-z0-9_*]+")
 
-# Every chunk field an agent's result carries; refs to other docs/files and the hash stay in the store.
-RESULT_COLUMNS = [f for f in CHUNK_FIELDS if f not in ("doc_refs", "file_refs", "content_hash")]
+# Every chunk field an agent's result is made from; the content hash stays in the store.
+RESULT_COLUMNS = [f for f in CHUNK_FIELDS if f != "content_hash"]
 
 
 # -- identifiers in a query ---------------------------------------------------------------------

@@ -38,6 +38,7 @@ STRING_FIELDS = (
     "source_version",
     "source_commit",
     "content_hash",
+    "url",
 )
 CHUNK_FIELDS = (
     "text",
@@ -56,7 +57,14 @@ CHUNK_FIELDS = (
     "source_version",
     "source_commit",
     "content_hash",
+    "url",
 )
+# Follow-up references (DESIGN §2): ``doc_refs`` entries are ``file_path#section_path`` (a section
+# esp32_docs_read opens) or ``register:NAME`` (a register esp32_docs_register answers for);
+# ``file_refs`` are ESP-IDF repository paths; ``url`` is the row's upstream source where it is one
+# file (a TRM chapter's .tex, a header line), empty when the link depends on the chip asked about.
+REGISTER_REF = "register:"
+SECTION_REF_SEPARATOR = "#"
 
 
 def content_hash(text: str) -> str:
@@ -81,6 +89,7 @@ def make_row(
     file_refs: Iterable[str] = (),
     source_version: str = "unknown",
     source_commit: str = "unknown",
+    url: str = "",
 ) -> dict[str, Any]:
     """Build and validate one chunk row; list fields are de-duplicated in first-seen order."""
     row = {
@@ -100,6 +109,7 @@ def make_row(
         "source_version": source_version,
         "source_commit": source_commit,
         "content_hash": content_hash(text),
+        "url": url,
     }
     validate_row(row)
     return row

@@ -23,6 +23,7 @@ from chip_vocab import (
     validate_revision,
 )
 from embedder import get_embedder, resolve_model_id
+from follow_refs import section_rows
 from query_words import query_terms
 from releases import ReleaseChoice, ReleaseError, ReleaseIndex, choose
 from results import (
@@ -474,8 +475,9 @@ class SearchEngine:
     def read(
         self,
         file_path: str,
-        chunk_index: int,
+        chunk_index: int | None = None,
         *,
+        section_path: str | None = None,
         before: int = 1,
         after: int = 1,
         max_chars: int = READ_DEFAULT_CHARS,
@@ -484,11 +486,22 @@ class SearchEngine:
         idf_version: str | None = None,
         project_release: ProjectRelease = None,
     ) -> dict[str, Any]:
-        """The chunks around a hit (or its whole section) in document order, within a budget."""
+        """The chunks around a hit (or its whole section) in document order, within a budget; with
+        ``section_path`` (a doc_refs entry) instead of ``chunk_index``, that section."""
         path = self._validate_file_path(file_path)
         last = self.index.file_chunks[path]
+        if (chunk_index is None) == (section_path is None):
+            raise SearchInputError(
+                "give chunk_index (from a result) or section_path (from a doc_refs entry), not both"
+                if section_path is not None
+                else "chunk_index is required (or section_path from a doc_refs entry)"
+            )
+        if section_path is not None and (
+            not isinstance(section_path, str) or not 0 < len(section_path) <= 1000
+        ):
+            raise SearchInputError("section_path must be a non-empty string of at most 1000 characters")
         for name, value, top in (
-            ("chunk_index", chunk_index, last),
+            ("chunk_index", 0 if chunk_index is None else chunk_index, last),
             ("before", before, 50),
             ("after", after, 50),
         ):
@@ -518,6 +531,18 @@ class SearchEngine:
             .to_pylist()
         )
         rows.sort(key=lambda row: (row["chunk_index"], row["chips"]))
+        section_window: list[dict[str, Any]] = []
+        if section_path is not None:
+            section_window, section_path = section_rows(rows, section_path)
+            if not section_window:
+                scope = " and ".join(f"{k} {v}" for k, v in filters.as_dict().items() if v)
+                heads = list(dict.fromkeys(r["section_path"] for r in rows))[:4]
+                raise SearchInputError(
+                    f"{path!r} has no section {section_path!r}"
+                    + (f" for {scope}" if scope else "")
+                    + (f"; its sections include {heads}" if heads else "")
+                )
+            chunk_index = section_window[0]["chunk_index"]
         anchors = [r for r in rows if r["chunk_index"] == chunk_index]
         if anchors and not idf_version and release.series and not _in_release(anchors[0], release.series):
             # a hit from another release (found with idf_version=): read it in its own release
@@ -529,11 +554,13 @@ class SearchEngine:
         if not anchors or not _in_release(anchors[0], release.series):
             named = {**filters.as_dict(), "idf_version": release.series}
             scope = " and ".join(f"{key} {value}" for key, value in named.items() if value)
-            raise SearchInputError(
-                f"{path!r} has no chunk {chunk_index}" + (f" for {scope}" if scope else "")
-            )
+            what = f"section {section_path!r}" if section_path is not None else f"chunk {chunk_index}"
+            raise SearchInputError(f"{path!r} has no {what}" + (f" for {scope}" if scope else ""))
         anchor = anchors[0]
-        if whole_section:
+        if section_window:
+            held = {id(r) for r in section_window}
+            window = [r for r in rows if id(r) in held]
+        elif whole_section:
             section = anchor["section_path"]
             window = [
                 r
@@ -566,7 +593,7 @@ class SearchEngine:
                 "source_version": anchor["source_version"],
                 "source_commit": anchor["source_commit"],
                 "release_sources": anchor["release_sources"],
-                "url": docs_url(anchor, filters.chip),
+                "url": docs_url(anchor, filters.chip) or anchor["url"] or None,
             },
             filters,
         )
@@ -578,7 +605,9 @@ class SearchEngine:
             )
         if file_path not in self.index.file_chunks:
             raise SearchInputError(
-                f"unknown file_path {file_path!r}: copy file_path from a search or find_symbol result"
+                f"the store holds no {file_path!r}: esp32_docs_read opens the pages, TRM chapters and "
+                "SoC headers the store holds (file_path from a search or find_symbol result, or a "
+                "doc_refs entry); a file_refs path it lacks is read at the url given with it"
             )
         return file_path
 

@@ -240,15 +240,20 @@ class _Renderer:
         if "://" in refuri or refuri.startswith("mailto:"):
             return
         anchor = refuri.partition("#")[2] or refid
-        if anchor.startswith(("_CPPv", "c.", "cmakev2-")):
+        api = anchor.startswith(("_CPPv", "c.", "cmakev2-"))
+        if api:
             refs.symbol(elem.get("reftitle") or text)
         elif KCONFIG_OPTION.match(text.strip()):
             refs.symbol(text)
-        # :doc: and cross-page :ref: roles, and toctree entries (which carry an anchorname)
-        if refuri and ({"doc", "std-ref"} & set(classes.split()) or elem.get("anchorname") is not None):
+        # :doc: and :ref: roles, API cross-references into other pages, and toctree entries (which
+        # carry an anchorname), as ``page#anchor``: the ingest turns the anchor into a section path
+        roles = {"doc", "std-ref"} & set(classes.split())
+        if refuri and (roles or api or elem.get("anchorname") is not None):
             resolved = self._resolve_doc(refuri)
             if resolved and resolved != self.doc_path:
-                refs.doc(resolved)
+                refs.doc(f"{resolved}#{anchor}")
+        elif refid and roles:  # a :ref: to another section of the same page
+            refs.doc(f"{self.doc_path}#{refid}")
 
     # inline ----------------------------------------------------------------------------------------
     def inline(self, elem: etree._Element, refs: Refs) -> str:
@@ -652,6 +657,38 @@ def typedef_aliases(root: etree._Element) -> dict[str, list[str]]:
         if match and match.group(1) != match.group(2):
             aliases.setdefault(match.group(1), []).append(match.group(2))
     return aliases
+
+
+def section_anchors(page: Page) -> dict[str, str]:
+    """Every id on the page (section labels, API declarations) -> the section path that holds it,
+    with the titles and root folding ``page_tree`` gives the rows' section paths."""
+    renderer = _Renderer(page.doc_path, DEFAULT_MAX_WORDS)
+    anchors: dict[str, str] = {}
+
+    def title_of(elem: etree._Element) -> str:
+        title = elem.find("title")
+        return renderer.inline(title, Refs()) if title is not None else ""
+
+    def walk(elem: etree._Element, path: tuple[str, ...]) -> None:
+        for anchor in (elem.get("ids") or "").split():
+            anchors.setdefault(anchor, PATH_SEPARATOR.join(path))
+        for child in elem:
+            if not isinstance(child.tag, str):
+                continue
+            walk(child, (*path, title_of(child)) if child.tag == "section" else path)
+
+    top_sections = [c for c in page.root if c.tag == "section"]
+    loose = [c for c in page.root if c.tag != "section"]
+    root = (page.title,)
+    for anchor in (page.root.get("ids") or "").split():
+        anchors.setdefault(anchor, page.title)
+    for elem in loose:
+        walk(elem, root)
+    single = len(top_sections) == 1 and not _body_blocks(renderer, loose)
+    for index, elem in enumerate(top_sections):
+        folded = single or (index == 0 and title_of(elem) == page.title)
+        walk(elem, root if folded else (*root, title_of(elem)))
+    return anchors
 
 
 def page_tree(page: Page, max_words: int = DEFAULT_MAX_WORDS) -> Section:

@@ -93,4 +93,10 @@ def open_store(db_uri: str, model_id: str | None = None) -> lancedb.table.Table:
             "running any embed_and_store.py into it once (it adds the release columns and re-embeds "
             "nothing already cached), or rebuild it"
         )
+    if "url" not in table.schema.names:
+        raise StoreError(
+            f"the store at {db_uri} predates follow-up references (no url column); rebuild it, or "
+            "re-run each corpus's ingest and embed_and_store.py into it (it adds the column and "
+            "re-embeds nothing already cached)"
+        )
     return table

@@ -128,6 +128,7 @@ TOOL_ARGS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
             "after": small_ints,
             "max_chars": st.one_of(st.integers(min_value=-10, max_value=10**7), anything),
             "whole_section": st.one_of(st.booleans(), anything),
+            "section_path": st.one_of(st.sampled_from(["UART Controller (UART) > Overview"]), anything),
             "chip": chips,
             "project_dir": anything,
         },
@@ -203,7 +204,10 @@ FIELDS = {
         *("chip", "name", "address", "revision", "compare_with", "compare_release", "peripheral"),
         "project_dir",
     ],
-    "esp32_docs_read": ["file_path", "chunk_index", "before", "after", "max_chars", "chip", "project_dir"],
+    "esp32_docs_read": [
+        *("file_path", "chunk_index", "section_path", "before", "after", "max_chars", "chip"),
+        "project_dir",
+    ],
     "esp32_docs_list_chips": [],
     "esp32_docs_scope": ["project_dir"],
 }

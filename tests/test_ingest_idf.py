@@ -69,6 +69,36 @@ def test_fixture_build_gives_valid_idf_rows(tmp_path: Path, capsys: pytest.Captu
     )
 
 
+def test_doc_refs_name_the_section_a_link_lands_on() -> None:
+    rows = _rows(FIXTURES / "esp32c3")
+    bootloader = next(r for r in rows if r["file_path"] == "api-guides/bootloader")
+    option = (
+        "Configuration Options Reference > Component config > ESP-STDIO > CONFIG_ESP_CONSOLE_UART_BAUDRATE"
+    )
+    assert bootloader["doc_refs"] == ["api-reference/kconfig-reference#" + option]
+    assert option in {r["section_path"] for r in rows}
+    # a :doc: link opens the page (its root section), as does an anchor the page does not have
+    gpio = next(r for r in rows if "pin_bit_mask selects the pins" in r["text"])
+    assert gpio["doc_refs"] == [
+        "api-guides/bootloader#Bootloader",
+        "api-reference/kconfig-reference#Configuration Options Reference",
+    ]
+    for row in rows:  # never a link to the row's own section or one it sits in
+        for ref in row["doc_refs"]:
+            page, _, section = ref.partition("#")
+            assert section and not (
+                page == row["file_path"] and (row["section_path"] + " > ").startswith(section + " > ")
+            )
+
+
+def test_links_to_pages_outside_the_build_are_counted_not_kept(tmp_path: Path) -> None:
+    build = _copy_fixture(tmp_path)
+    (build / "api-guides" / "bootloader.xml").unlink()
+    result = ingest_sphinx_xml.ingest(build, "esp32c3", Provenance(VERSION, COMMIT), progress=False)
+    assert result.absent_pages["api-guides/bootloader"] >= 1
+    assert not any(ref.startswith("api-guides/bootloader#") for r in result.rows for ref in r["doc_refs"])
+
+
 def test_unknown_chip_is_rejected_with_the_valid_list(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -285,6 +315,11 @@ def test_real_build_spot_checks(esp32c3_build) -> None:  # type: ignore[no-untyp
     assert any("REQUIRES esp_driver_gpio" in r["text"] for r in gpio)
     kconfig = [r for r in rows if "CONFIG_ESP_CONSOLE_UART_BAUDRATE" in r["symbol_refs"]]
     assert any("UART console baud rate" in r["text"] and "115200" in r["text"] for r in kconfig)
+    uart = [r for r in rows if r["file_path"] == "api-reference/peripherals/uart"]
+    refs = {ref for r in uart for ref in r["doc_refs"]}
+    # an API cross-reference into another page lands on the section that declares it
+    assert any(ref.startswith("api-reference/system/esp_err#") for ref in refs)
+    assert any(f == "examples/peripherals/uart/uart_echo" for r in uart for f in r["file_refs"])
 
 
 @needs_corpus

@@ -120,7 +120,8 @@ def test_register_header_becomes_a_card_with_address_expressions(rows: list[dict
         "UART_CLKDIV_FRAG",
     ]
     assert card["symbol_refs"][-3:] == ["UART_DATE_REG", "UART_DATE", "UART_DATE_FLAG"]
-    assert card["file_refs"] == ["soc/soc.h"]
+    # the include as the repository path it means for the card's chip
+    assert card["file_refs"] == ["components/soc/esp32c3/include/soc/soc.h"]
 
 
 def test_old_layout_register_header_under_include_soc(rows: list[dict[str, Any]]) -> None:

@@ -400,7 +400,7 @@ def test_search_rejects_bad_input_naming_valid_values(
         (lambda e: e.find_symbol("*"), "too vague"),
         (lambda e: e.find_symbol("UART_CLKDIV_REG", chip="esp99"), "valid chips"),
         (lambda e: e.read("ESP32-C3/10-UART__EN' OR '1'='1", 0), "not a document path"),
-        (lambda e: e.read("ESP32-C3/99-NOPE__EN", 0), "unknown file_path"),
+        (lambda e: e.read("ESP32-C3/99-NOPE__EN", 0), "the store holds no"),
         (lambda e: e.read("ESP32-C3/10-UART__EN", 9), "chunk_index must be an integer from 0 to 5"),
         (lambda e: e.read("ESP32-C3/10-UART__EN", 0, max_chars=10), "max_chars must be"),
     ],

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from chunking import Block, Section, chunk_tree
-from sphinx_xml import Page, PageError, iter_pages, load_page, page_tree
+from sphinx_xml import Page, PageError, iter_pages, load_page, page_tree, section_anchors
 
 FIXTURES = Path(__file__).parent / "fixtures" / "idf"
 C3 = FIXTURES / "esp32c3"
@@ -125,7 +125,8 @@ def test_inline_nodes_stay_inside_their_paragraph() -> None:
     )
     assert not any(b.text.strip() == "pin_bit_mask" for b in _blocks(tree))
     assert {"gpio_config_t", "gpio_config", "CONFIG_GPIO_CTRL_FUNC_IN_IRAM"} <= set(block.symbol_refs)
-    assert block.doc_refs == ["api-reference/kconfig-reference"]
+    # page#anchor: the ingest turns the anchor into the section that holds it
+    assert block.doc_refs == ["api-reference/kconfig-reference#config-gpio-ctrl-func-in-iram"]
     assert block.file_refs == ["examples/peripherals/gpio/generic_gpio"]
 
 
@@ -173,7 +174,7 @@ def test_lists_admonitions_and_literal_blocks_keep_their_shape() -> None:
     assert "```c\ngpio_config_t io_conf = {\n    .pin_bit_mask = 1ULL << GPIO_NUM_2," in code
     note = _block_with(tree, "Strapping pins are sampled at reset").text
     assert note.startswith("Note: Strapping pins are sampled at reset; see Bootloader for")
-    assert _block_with(tree, "Strapping pins are sampled").doc_refs == ["api-guides/bootloader"]
+    assert _block_with(tree, "Strapping pins are sampled").doc_refs == ["api-guides/bootloader#"]
     header = _block_with(tree, "REQUIRES esp_driver_gpio")
     assert header.file_refs == ["components/esp_driver_gpio/include/driver/gpio.h"]
     assert not any("never reaches a chunk" in b.text for b in _blocks(tree))  # comments are metadata
@@ -255,3 +256,11 @@ def test_option_list_keeps_each_option_with_its_argument(tmp_path: Path) -> None
         f"<option_list>{options}</option_list></section></document>",
     )
     assert page_tree(page).blocks[0].text.splitlines() == ["--port PORT  Serial port.", "-9dBm  Power."]
+
+
+def test_section_anchors_follow_the_row_section_paths() -> None:
+    anchors = section_anchors(_page("esp32c3", "api-reference/peripherals/gpio.xml"))
+    assert anchors["gpio-rtc-gpio"] == "GPIO & RTC GPIO"  # the single top section is the page root
+    assert anchors["configuring-a-pin"] == "GPIO & RTC GPIO > Usage > Configuring a Pin"
+    # an API declaration's id lands on the section that lists it
+    assert anchors["_CPPv413gpio_config_t"] == "GPIO & RTC GPIO > API Reference - Normal GPIO > Structures"

@@ -644,6 +644,33 @@ def test_a_store_from_before_the_release_axis_gains_the_release_columns(
     assert by_type["trm"]["releases"] == [] and by_type["trm"]["release_sources"] == []
 
 
+def test_a_store_from_before_upstream_links_is_refused_until_an_embed_adds_the_column(
+    tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trm = make_row(
+        text="Doc\nUART registers.",
+        doc_type="trm",
+        chips=["esp32c3"],
+        source_doc="Doc",
+        section_path="Doc",
+        file_path="ESP32-C3/uart",
+        chunk_index=0,
+        doc_refs=["register:UART_CONF0_REG"],
+        source_version="805f2ea20bba",
+        source_commit=IDF_COMMIT,
+        url="https://example.invalid/ESP32-C3/uart.tex",
+    )
+    db = tmp_path / "db"
+    chunks = write_rows(tmp_path / "trm.jsonl", [trm])
+    assert run(capsys, embedder, chunks, "trm", trees["idf"], db)[0] == 0
+    open_store(str(db)).drop_columns(["url"])  # as a build from before upstream links had it
+    with pytest.raises(StoreError, match="predates follow-up references"):
+        open_store(str(db))
+    assert run(capsys, embedder, chunks, "trm", trees["idf"], db)[0] == 0
+    (stored,) = open_store(str(db)).search().select(["url", "doc_refs"]).to_list()
+    assert stored == {"url": trm["url"], "doc_refs": ["register:UART_CONF0_REG"]}
+
+
 def test_struct_header_rows_are_embedded_by_their_lead_only() -> None:
     members = " ".join(f"uint32_t field_{i} : 1;" for i in range(200))
     row = {"doc_type": "src", "file_path": "components/soc/esp32c3/register/soc/uart_struct.h"}
