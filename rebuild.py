@@ -295,6 +295,14 @@ def copy_xml(source: XmlSource, chip: str, dest: Path) -> None:
 # Docs builds
 
 
+def docs_tooling_argv(release: Release) -> list[str]:
+    """build_idf_docs.sh's options for the docs tooling sources.yaml pins for ``release``."""
+    tooling = release.docs_tooling
+    if tooling is None:
+        return []
+    return ["--python", tooling.python, "--docs-packages", " ".join(tooling.packages)]
+
+
 class DocsBatch:
     """One build_idf_docs.sh run for all the chips of a release that need a build.
 
@@ -323,6 +331,7 @@ class DocsBatch:
             if self._outcome is None:
                 argv = ["bash", str(DOCS_BUILDER), "--work-dir", str(self.work), "--stub-missing-submodules"]
                 argv += ["--min-pages", str(self.min_pages), *(["-j", str(self.jobs)] if self.jobs else [])]
+                argv += docs_tooling_argv(self.release)
                 with self._one_release_at_a_time:
                     self._outcome = run_command(
                         [*argv, *self.chips],
