@@ -46,12 +46,14 @@ from tqdm import tqdm
 from embedder import MODEL_IDS
 from ingest_source import DOCS_SOURCES
 from sources import (
+    ChipSelection,
     Release,
     Sources,
     SourcesError,
     Tree,
     add_source_arguments,
     format_sources,
+    parse_chip_selection,
     resolve_from_args,
 )
 from stages import (
@@ -352,7 +354,7 @@ class Settings:
     work: Path
     db: str
     xml_roots: list[Path]
-    chips: list[str] | None
+    chips: ChipSelection
     queries: Path
     docs_jobs: int | None
     min_pages: int
@@ -503,7 +505,7 @@ def pipeline(sources: Sources, settings: Settings) -> tuple[list[Stage], dict[st
         release = sources.pins.releases[name]
         batches[name] = DocsBatch(release, tree, settings.work, settings.docs_jobs, settings.min_pages)
         for chip in release.targets:
-            if settings.chips is not None and chip not in settings.chips:
+            if not settings.chips.wants(name, chip):
                 continue
             docs, xml_dir, rejected = docs_stage(
                 release, tree, chip, sources.pins.idf_url, settings, batches[name], source_digest
@@ -664,7 +666,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--chips",
-        help="comma-separated docs targets to include (default: every pinned one; fewer narrows the store)",
+        help="comma-separated docs targets to include (default: every pinned one; fewer narrows the store); "
+        "RELEASE:CHIP names one release's chip, and then each release gets only the chips named for it",
     )
     parser.add_argument(
         "--work-dir", type=Path, default=DEFAULT_WORK, help="chunks, stamps and logs (default build/rebuild)"
@@ -694,13 +697,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def settings_from_args(args: argparse.Namespace, sources: Sources) -> Settings:
-    targets = {chip for release in sources.pins.releases.values() for chip in release.targets}
-    chips = [c.strip() for c in args.chips.split(",") if c.strip()] if args.chips else None
-    unknown = [chip for chip in chips or [] if chip not in targets]
-    if unknown:
-        raise SourcesError(
-            f"--chips: {', '.join(unknown)} not a pinned docs target; valid: {', '.join(sorted(targets))}"
-        )
+    chips = parse_chip_selection(args.chips, sources.pins)
     roots = list(args.xml) + ([Path(os.environ["IDF_XML_PATH"])] if os.environ.get("IDF_XML_PATH") else [])
     missing = [str(root) for root in roots if not root.is_dir()]
     if missing:

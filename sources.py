@@ -472,6 +472,12 @@ def _release_tree(
                     f"to fetch it, or leave the release out (--releases){tried}"
                 )
             path = fetch_idf_release(pins.idf_url, release, path.parent)
+    head = _head(path)
+    if head != release.commit:
+        raise SourcesError(
+            f"refusing {path} for ESP-IDF {release.name}: it is at {head or 'no commit'}, "
+            f"{pins.file.name} pins {release.commit}; remove it and re-run to fetch the pinned tree"
+        )
     hidden = hide_absent_blobs(path)
     version = git("describe", "--tags", "--always", cwd=path)
     tree = Tree(label, path, release.commit, version, origin, hidden + _dirty_note(path))
@@ -506,6 +512,59 @@ def resolve(
         for name in chosen
     }
     return Sources(pins, trm, trees), skipped
+
+
+@dataclass(frozen=True)
+class ChipSelection:
+    """Which (release, chip) docs a run includes: ``--chips esp32,v5.1.7:esp32s3``.
+
+    A plain chip applies to every release; ``RELEASE:CHIP`` to that release only, and once any
+    such item is given, a release gets exactly the chips named for it (none: its headers only),
+    so one release can be added to a store without narrowing the others.
+    """
+
+    everywhere: frozenset[str] | None = None  # None: every pinned target
+    per_release: dict[str, frozenset[str]] | None = None
+
+    def wants(self, release: str, chip: str) -> bool:
+        if chip in (self.everywhere or ()):
+            return True
+        if self.per_release is not None:
+            return chip in self.per_release.get(release, frozenset())
+        return self.everywhere is None
+
+
+def parse_chip_selection(spec: str | None, pins: Pins) -> ChipSelection:
+    """``--chips`` checked against the pins: every chip a docs target of its release (or of one)."""
+    items = [item.strip() for item in (spec or "").split(",") if item.strip()]
+    if not items:
+        return ChipSelection()
+    targets = {chip for release in pins.releases.values() for chip in release.targets}
+    everywhere: set[str] = set()
+    per_release: dict[str, set[str]] = {}
+    for item in items:
+        release, _, chip = item.rpartition(":")
+        if not release:
+            if chip not in targets:
+                raise SourcesError(
+                    f"--chips: {chip} is not a pinned docs target; valid: {', '.join(sorted(targets))}"
+                )
+            everywhere.add(chip)
+            continue
+        if release not in pins.releases:
+            raise SourcesError(
+                f"--chips: {item}: {release} is not a pinned release; pinned: {', '.join(pins.releases)}"
+            )
+        if chip not in pins.releases[release].targets:
+            raise SourcesError(
+                f"--chips: {item}: ESP-IDF {release} has no docs target {chip}; "
+                f"its targets: {', '.join(pins.releases[release].targets)}"
+            )
+        per_release.setdefault(release, set()).add(chip)
+    return ChipSelection(
+        frozenset(everywhere) if everywhere or not per_release else None,
+        {release: frozenset(chips) for release, chips in per_release.items()} if per_release else None,
+    )
 
 
 def checkouts_from_env(cli_paths: Sequence[Path] = ()) -> list[tuple[Path, str]]:
