@@ -547,7 +547,7 @@ def parse_chip_selection(spec: str | None, pins: Pins) -> ChipSelection:
         if not release:
             if chip not in targets:
                 raise SourcesError(
-                    f"--chips: {chip} is not a pinned docs target; valid: {', '.join(sorted(targets))}"
+                    f"--chips: {chip} not a pinned docs target; valid: {', '.join(sorted(targets))}"
                 )
             everywhere.add(chip)
             continue
