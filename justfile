@@ -184,3 +184,7 @@ bench-embed chunks="trm_chunks.jsonl":
 # Add one pinned ESP-IDF release to the store (default chip: the project's; --chips esp32,esp32s3; rebuild options pass through, e.g. --offline --idf-path TREE --xml DIR); healthy: its growth lines and "add-release: NAME added".
 add-release tag *args:
     uv run add_release.py "$@"
+
+# What changed between releases (eval/release_change_queries.jsonl: legacy vs new drivers, driver/ headers, Kconfig renames, defaults), written from the migration guides before any ranking change; needs a store holding v4.4-v6.0; healthy: the right release's passage first with idf_version.
+eval-release-changes:
+    uv run eval_retrieval.py eval/release_change_queries.jsonl --db {{db}} --via-mcp
