@@ -28,7 +28,7 @@ def pins_file(tmp_path: Path) -> Path:
         "trm": {"url": "https://example.invalid/trm", "commit": "7" * 40},
         "idf": {"url": "https://example.invalid/esp-idf", "releases": releases},
     }
-    path.write_text(yaml.safe_dump(document))
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
 
 

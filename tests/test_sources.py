@@ -300,9 +300,7 @@ def test_chip_selection_per_release(tmp_path: Path, upstreams: Upstreams) -> Non
         parse_chip_selection("v9.9:esp32c6", pins)
     with pytest.raises(SourcesError, match=r"v1 is not a pinned release; pinned: master, v9\.9"):
         parse_chip_selection("v1:esp32", pins)
-    with pytest.raises(
-        SourcesError, match=r"esp99 not a pinned docs target; valid: esp32, esp32c3, esp32c6"
-    ):
+    with pytest.raises(SourcesError, match=r"esp99 not a pinned docs target; valid: esp32, esp32c3, esp32c6"):
         parse_chip_selection("esp99", pins)
 
 
