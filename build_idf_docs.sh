@@ -725,6 +725,24 @@ for path, kind in list(found.items()):
             if submodule in candidate.parents:
                 found.setdefault(candidate, "file")
 
+# Likewise CMake names one missing include directory per run: the quoted folder paths the
+# component's CMake files give into the same submodule (no file extension, no variable left after
+# the component-dir prefix) are created in the same round.
+QUOTED = re.compile(r'"(?:\$\{(?:COMPONENT_DIR|CMAKE_CURRENT_SOURCE_DIR|CMAKE_CURRENT_LIST_DIR)\}/)?([\w./+-]+?)/?"')
+for path, kind in list(found.items()):
+    if kind != "dir":
+        continue
+    submodule = submodule_of(path)
+    parts = submodule.relative_to(idf).parts
+    component_dir = idf.joinpath(*parts[:2]) if parts[0] == "components" else submodule.parent
+    for cmake_file in [*component_dir.rglob("CMakeLists.txt"), *component_dir.rglob("*.cmake")]:
+        if submodule in cmake_file.parents:
+            continue
+        for token in QUOTED.findall(cmake_file.read_text(errors="replace")):
+            candidate = (cmake_file.parent / token).resolve()
+            if submodule in candidate.parents and "." not in candidate.name:
+                found.setdefault(candidate, "dir")
+
 for path, kind in sorted(found.items()):
     if not path.exists():
         print(path.relative_to(idf), kind)

@@ -799,3 +799,36 @@ def test_source_md_does_not_take_the_commit_of_an_enclosing_repository(
     assert result.returncode == 0, result.stderr
     source_md = fake_idf / "docs" / "_build" / "en" / "esp32c3" / "xml" / "SOURCE.md"
     assert "- Commit: unknown (not a git checkout)" in source_md.read_text().splitlines()
+
+
+def test_one_missing_include_directory_brings_its_siblings_in_the_same_round(tmp_path: Path) -> None:
+    """CMake reports one missing include folder per configure; the quoted folder paths beside it in
+    the component's CMake files that point into the same empty submodule are created together."""
+    script = SCRIPT.read_text()
+    body = script[script.index("missing_paths_from_log() {") :]
+    parser = body[body.index("<<'PY'\n") + len("<<'PY'\n") : body.index("\nPY\n")]
+    idf = tmp_path / "esp-idf"
+    (idf / "components" / "mbedtls" / "mbedtls").mkdir(parents=True)
+    (idf / "components" / "mbedtls" / "CMakeLists.txt").write_text(
+        'set(mbedtls_include_dirs\n    "port/include"\n    "mbedtls/include"\n    "mbedtls/library"\n'
+        '    "mbedtls/tf-psa-crypto/drivers/builtin/src/"\n    "mbedtls/ChangeLog.txt")\n'
+        'include_directories("${COMPONENT_DIR}/mbedtls/extras")\n'
+    )
+    missing = idf / "components" / "mbedtls" / "mbedtls" / "include"
+    log = tmp_path / "configure.log"
+    log.write_text(
+        f"CMake Error at x.cmake:1 (message):\n  Include directory '{missing}' is not a directory\n"
+    )
+    (tmp_path / "parser.py").write_text(parser)
+    result = subprocess.run(
+        ["python3", str(tmp_path / "parser.py"), str(log), str(idf), "components/mbedtls/mbedtls"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout.splitlines() == [
+        "components/mbedtls/mbedtls/extras dir",
+        "components/mbedtls/mbedtls/include dir",
+        "components/mbedtls/mbedtls/library dir",
+        "components/mbedtls/mbedtls/tf-psa-crypto/drivers/builtin/src dir",
+    ]
