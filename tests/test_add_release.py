@@ -5,6 +5,7 @@ the release and chips and printed the rebuild command)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,10 @@ def pins_file(tmp_path: Path) -> Path:
 
 
 def run(pins_file: Path, tmp_path: Path, *args: str) -> int:
+    trm = tmp_path / "trm"
+    if not trm.exists():
+        shutil.copytree(FIXTURES / "trm", trm)
+        (trm / "SOURCE.md").write_text(f"- Commit: {'7' * 40}\n")
     return add_release.main(
         [
             *args,
@@ -44,7 +49,7 @@ def run(pins_file: Path, tmp_path: Path, *args: str) -> int:
             str(tmp_path / "store.lancedb"),
             "--offline",
             "--trm-path",
-            str(FIXTURES / "trm"),
+            str(trm),
         ]
     )
 
@@ -75,7 +80,7 @@ def test_without_chips_and_without_a_project_the_choice_is_asked_for(
 
 
 def test_the_projects_chip_is_added_beside_everything_the_store_holds(
-    pins_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    pins_file: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     stamps = tmp_path / "work" / "stamps"
     stamps.mkdir(parents=True)
@@ -87,7 +92,7 @@ def test_the_projects_chip_is_added_beside_everything_the_store_holds(
     }.items():
         (stamps / f"{name}.json").write_text(json.dumps({"stage": name, "parts": {"params": params}}))
     code = run(pins_file, tmp_path, "v9.8", "--project-dir", str(FIXTURES / "projects" / "esp32c3"))
-    out, err = capsys.readouterr()
+    out, err = capfd.readouterr()
     assert code == 2  # rebuild.py stops at the missing checkouts, before building anything
     assert "--releases master,v9.8.3 --chips master:esp32,master:esp32c3,v9.8.3:esp32c3" in out
     assert "no checkout of ESP-IDF" in err
