@@ -478,7 +478,7 @@ def _release_tree(
             f"refusing {path} for ESP-IDF {release.name}: it is at {head or 'no commit'}, "
             f"{pins.file.name} pins {release.commit}; remove it and re-run to fetch the pinned tree"
         )
-    hidden = hide_absent_blobs(path)
+    hidden = hide_absent_blobs(path) if mode != "plan" else []  # a dry run changes nothing
     version = git("describe", "--tags", "--always", cwd=path)
     tree = Tree(label, path, release.commit, version, origin, hidden + _dirty_note(path))
     _verify_release(tree, release, mode)
