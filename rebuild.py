@@ -308,7 +308,7 @@ def docs_tooling_argv(release: Release) -> list[str]:
 class DocsBatch:
     """One build_idf_docs.sh run for all the chips of a release that need a build.
 
-    The script shares one Python environment per work dir and sizes its own parallelism to the
+    The script keeps one Python environment per docs tooling set and sizes its own parallelism to the
     machine's cores and memory (~1.7 GB per build), so each release is one run of it, and two
     releases never build at once.
     """
