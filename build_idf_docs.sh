@@ -46,6 +46,14 @@ options:
                              placeholder (e.g. components/mqtt/esp-mqtt in 5.x)
   --esp-docs-version VER     install esp-docs==VER in the docs venv (default:
                              the newest esp-docs from PyPI)
+  --docs-packages SPECS      the docs packages to install instead of the
+                             newest esp-docs (e.g. 'esp-docs~=1.1.0' for 4.4;
+                             sources.yaml's docs_tooling per release)
+  --python PY                interpreter for the docs venv (default: $PYTHON
+                             or python3); one venv per interpreter, packages
+                             and tree requirements, under WORK_DIR/venvs
+  --sphinx-jobs N            Sphinx parallel read processes per chip
+                             (default: cores / chip builds at once)
   --output-dir DIR           also copy each built chip's XML tree, with its
                              SOURCE.md, to DIR/<target> (replacing an earlier
                              copy made by this script)
@@ -324,30 +332,50 @@ take_work_dir_lock() {
 
 # ------------------------------------------------------------ environment --
 
-# Creates the docs venv (esp-docs + ESP-IDF core requirements) once per
-# requirements content; the project's own virtualenv is never used.
-ensure_venv() {
-    local venv="$WORK_DIR/venv" stamp requirements="$IDF_PATH/tools/requirements/requirements.core.txt"
+# The tree's Python requirements: tools/requirements/requirements.core.txt
+# (5.0 and later) or the top-level requirements.txt (4.x), without the
+# Windows-only `file://` line that pip cannot resolve outside Windows.
+tree_requirements() {
+    local file="$IDF_PATH/tools/requirements/requirements.core.txt"
+    [ -f "$file" ] || file="$IDF_PATH/requirements.txt"
+    grep -v -E '^[[:space:]]*file:' "$file"
+}
+
+# Sets VENV, the docs venv for this tooling set: one per (interpreter,
+# docs packages, tree requirements), so releases that pin different esp-docs
+# versions each keep theirs and releases that agree share one.
+choose_venv() {
+    local stamp
     stamp="$(
         {
+            echo "$PYTHON_BIN"
             echo "$DOCS_PACKAGES"
-            cat "$requirements"
+            tree_requirements
         } | cksum | cut -d' ' -f1
     )"
-    if [ -x "$venv/bin/build-docs" ] && [ "$(cat "$venv/.requirements-stamp" 2>/dev/null)" = "$stamp" ]; then
-        return
-    fi
-    local python="${PYTHON:-python3}"
-    command -v "$python" >/dev/null 2>&1 || die "python3 not found (Debian: apt-get install python3 python3-venv; macOS: brew install python)"
-    note "creating the docs Python environment in $venv (log: $WORK_DIR/logs/venv.log)"
-    mkdir -p "$WORK_DIR/logs"
+    VENV="$WORK_DIR/venvs/$stamp"
+}
+
+# Creates the docs venv (docs packages + the tree's requirements) unless it
+# exists complete; the project's own virtualenv is never used. A failed
+# install names the package pip could not install and its error.
+ensure_venv() {
+    [ -x "$VENV/bin/build-docs" ] && [ -f "$VENV/.complete" ] && return
+    command -v "$PYTHON_BIN" >/dev/null 2>&1 || die "$PYTHON_BIN not found (Debian: apt-get install python3 python3-venv; pyenv: pyenv install 3.11; or pass --python)"
+    note "creating the docs Python environment in $VENV ($("$PYTHON_BIN" --version 2>&1), $DOCS_PACKAGES; log: $WORK_DIR/logs/venv.log)"
+    mkdir -p "$WORK_DIR/logs" "$WORK_DIR/venvs"
+    tree_requirements > "$WORK_DIR/requirements.txt"
     # shellcheck disable=SC2086 # DOCS_PACKAGES is a space-separated package list
-    {
-        "$python" -m venv --clear "$venv" &&
-            "$venv/bin/python" -m pip install --upgrade pip &&
-            "$venv/bin/python" -m pip install $DOCS_PACKAGES -r "$requirements"
-    } > "$WORK_DIR/logs/venv.log" 2>&1 || die "installing the docs Python packages failed; see $WORK_DIR/logs/venv.log"
-    echo "$stamp" > "$venv/.requirements-stamp"
+    if ! {
+        "$PYTHON_BIN" -m venv --clear "$VENV" &&
+            "$VENV/bin/python" -m pip install --upgrade pip &&
+            "$VENV/bin/python" -m pip install $DOCS_PACKAGES -r "$WORK_DIR/requirements.txt"
+    } > "$WORK_DIR/logs/venv.log" 2>&1; then
+        die "the docs tooling ($DOCS_PACKAGES + the tree's requirements) does not install with $("$PYTHON_BIN" --version 2>&1):
+$(grep -E '^(ERROR|error):|Failed to build|No matching distribution|Could not find a version' "$WORK_DIR/logs/venv.log" | head -n 5)
+(full log: $WORK_DIR/logs/venv.log)"
+    fi
+    touch "$VENV/.complete"
 }
 
 # Takes the caller's virtualenv (e.g. the project's .venv under `uv run`) off
@@ -403,7 +431,7 @@ setup_environment() {
 
     export IDF_PATH
     export IDF_TOOLS_PATH="$WORK_DIR/idf-tools"
-    export IDF_PYTHON_ENV_PATH="$WORK_DIR/venv"
+    export IDF_PYTHON_ENV_PATH="$VENV"
     export IDF_PYTHON_CHECK_CONSTRAINTS=no
     export IDF_MAINTAINER=1
     export IDF_SKIP_CHECK_SUBMODULES=1
@@ -411,7 +439,7 @@ setup_environment() {
     export ESP_IDF_VERSION
     local standin_entry=""
     [ "$needs_standin" = 1 ] && standin_entry=":$STANDIN_DIR"
-    export PATH="$WORK_DIR/venv/bin${real_dirs}${standin_entry}:$PATH"
+    export PATH="$VENV/bin${real_dirs}${standin_entry}:$PATH"
     mkdir -p "$IDF_TOOLS_PATH"
 }
 
@@ -654,7 +682,7 @@ inside_empty_submodule() {
 # than one per file.
 missing_paths_from_log() {
     # shellcheck disable=SC2086 # one argument per submodule path
-    "$WORK_DIR/venv/bin/python" - "$1" "$IDF_PATH" $EMPTY_SUBMODULES <<'PY'
+    "$VENV/bin/python" - "$1" "$IDF_PATH" $EMPTY_SUBMODULES <<'PY'
 import re
 import sys
 from pathlib import Path
@@ -697,6 +725,24 @@ for path, kind in list(found.items()):
             if submodule in candidate.parents:
                 found.setdefault(candidate, "file")
 
+# Likewise CMake names one missing include directory per run: the quoted folder paths the
+# component's CMake files give into the same submodule (no file extension, no variable left after
+# the component-dir prefix) are created in the same round.
+QUOTED = re.compile(r'"(?:\$\{(?:COMPONENT_DIR|CMAKE_CURRENT_SOURCE_DIR|CMAKE_CURRENT_LIST_DIR)\}/)?([\w./+-]+?)/?"')
+for path, kind in list(found.items()):
+    if kind != "dir":
+        continue
+    submodule = submodule_of(path)
+    parts = submodule.relative_to(idf).parts
+    component_dir = idf.joinpath(*parts[:2]) if parts[0] == "components" else submodule.parent
+    for cmake_file in [*component_dir.rglob("CMakeLists.txt"), *component_dir.rglob("*.cmake")]:
+        if submodule in cmake_file.parents:
+            continue
+        for token in QUOTED.findall(cmake_file.read_text(errors="replace")):
+            candidate = (cmake_file.parent / token).resolve()
+            if submodule in candidate.parents and "." not in candidate.name:
+                found.setdefault(candidate, "dir")
+
 for path, kind in sorted(found.items()):
     if not path.exists():
         print(path.relative_to(idf), kind)
@@ -709,7 +755,7 @@ stub_submodules_for_target() {
     local target="$1"
     local probe="$WORK_DIR/stub-probe/$target" round log path kind project created
     local -a action
-    project="$("$WORK_DIR/venv/bin/python" -c 'import esp_docs.idf_extensions.build_system as m; print(m.project_path)')"
+    project="$("$VENV/bin/python" -c 'import esp_docs.idf_extensions.build_system as m; print(m.project_path)')"
     log="$WORK_DIR/logs/stub-probe-$target.log"
     rm -rf "$probe"
     mkdir -p "$probe"
@@ -717,7 +763,7 @@ stub_submodules_for_target() {
         # later rounds keep the CMake cache, so compiler detection is not redone
         action=(reconfigure)
         if [ "$round" = 1 ]; then action=(--preview set-target "$target"); fi
-        if IDF_DOC_BUILD=y "$WORK_DIR/venv/bin/python" "$IDF_PATH/tools/idf.py" -B "$probe/build" -C "$project" \
+        if IDF_DOC_BUILD=y "$VENV/bin/python" "$IDF_PATH/tools/idf.py" -B "$probe/build" -C "$project" \
             -D "SDKCONFIG=$probe/sdkconfig" "${action[@]}" > "$log" 2>&1; then
             note "$target: CMake configure succeeds after $((round - 1)) placeholder rounds"
             rm -rf "$probe"
@@ -802,8 +848,66 @@ build_target() {
     cd "$IDF_PATH/docs"
     # pages left by an earlier build would be counted as written by this one
     rm -rf "_build/en/$target/xml"
-    build-docs -t "$target" -l en --builders xml build
+    "$VENV/bin/python" -u -c "$BUILD_DOCS_LAUNCHER" "$SPHINX_JOBS" -t "$target" -l en --builders xml build 2>&1 |
+        "$VENV/bin/python" -u -c "$PHASE_TIMER" "$WORK_DIR/logs/$target.phases"
+    return "${PIPESTATUS[0]}"
 }
+
+# Runs esp-docs' build-docs with Sphinx's `-j` set to argv[1]: build-docs
+# forces `-j 1` on the sphinx-build it starts, though every esp-docs extension
+# declares itself parallel-read safe, so the chip's Sphinx read could not use
+# a second core. The pool of chip builds is forked, so the patch reaches it.
+readonly BUILD_DOCS_LAUNCHER='
+import subprocess
+import sys
+
+from esp_docs import build_docs
+
+jobs = sys.argv.pop(1)
+real_popen = subprocess.Popen
+
+
+class SphinxJobsPopen(real_popen):
+    def __init__(self, args, *rest, **kwargs):
+        if isinstance(args, list) and "sphinx.cmd.build" in args and "-j" in args:
+            args = list(args)
+            args[args.index("-j") + 1] = jobs
+        super().__init__(args, *rest, **kwargs)
+
+
+build_docs.subprocess.Popen = SphinxJobsPopen
+sys.argv[0] = "build-docs"
+sys.exit(build_docs.main())
+'
+
+# Passes a chip build'"'"'s output through and writes, to argv[1], the seconds
+# each phase took: configure (CMake on the dummy project), defines (macro
+# dump), doxygen, api-inc (doxygen XML to .inc), read, write. Each phase starts
+# at the first line that announces it.
+readonly PHASE_TIMER='
+import sys
+import time
+
+MARKERS = [
+    ("configure", "Running CMake on dummy project"),
+    ("defines", "Reading macros from"),
+    ("doxygen", "Calling Doxygen"),
+    ("api-inc", "Generating '"'"'api_name.inc'"'"'"),
+    ("read", "reading sources..."),
+    ("write", "writing output..."),
+]
+started = {"setup": time.time()}
+for line in sys.stdin:
+    sys.stdout.write(line)
+    for phase, marker in MARKERS:
+        if phase not in started and marker in line:
+            started[phase] = time.time()
+started["end"] = time.time()
+order = sorted(started.items(), key=lambda item: item[1])
+with open(sys.argv[1], "w") as out:
+    for (phase, begin), (_, end) in zip(order, order[1:]):
+        out.write(f"{phase} {end - begin:.0f}\n")
+'
 
 # The latest Sphinx progress line of a chip's log, e.g. "writing output... [ 42%]".
 build_phase() {
@@ -836,7 +940,7 @@ read_idf_source() {
 # builds (`- Version:` and `- Commit:` lines, which the ingest reads).
 write_source_md() {
     local target="$1" dir="$2" esp_docs spec supplied=""
-    esp_docs="$("$WORK_DIR/venv/bin/python" -c \
+    esp_docs="$("$VENV/bin/python" -c \
         'from importlib.metadata import version; print(version("esp-docs"))' 2>/dev/null || echo unknown)"
     for spec in $SUBMODULE_SOURCES; do
         supplied="$supplied, ${spec%%=*} at $(submodule_commit "${spec%%=*}")"
@@ -922,6 +1026,8 @@ run_builds() {
             if [ "$pages" -ge "$MIN_PAGES" ]; then
                 echo "$target: $pages pages written in ${minutes} min (build-docs exit $status) -> $IDF_PATH/docs/_build/en/$target/xml"
                 write_source_md "$target" "$IDF_PATH/docs/_build/en/$target/xml"
+                [ -s "$WORK_DIR/logs/$target.phases" ] &&
+                    echo "$target: seconds by phase: $(tr '\n' ' ' < "$WORK_DIR/logs/$target.phases")"
                 if [ -n "$OUTPUT_DIR" ] && ! copy_output "$target" "$IDF_PATH/docs/_build/en/$target/xml"; then
                     failures=$((failures + 1))
                 fi
@@ -954,6 +1060,9 @@ MIN_PAGES=250
 STUB_SUBMODULES=0
 SUBMODULE_SOURCES=""
 ESP_DOCS_VERSION=""
+DOCS_PACKAGES_OPTION=""
+PYTHON_BIN="${PYTHON:-python3}"
+SPHINX_JOBS=""
 OUTPUT_DIR=""
 PRINT_MBEDTLS_TARGETS=0
 TARGETS=""
@@ -1003,6 +1112,21 @@ while [ $# -gt 0 ]; do
             ESP_DOCS_VERSION="$2"
             shift 2
             ;;
+        --docs-packages)
+            [ $# -ge 2 ] || die_usage "--docs-packages needs a package list, e.g. 'esp-docs~=1.1.0'"
+            DOCS_PACKAGES_OPTION="$2"
+            shift 2
+            ;;
+        --python)
+            [ $# -ge 2 ] || die_usage "--python needs an interpreter, e.g. python3.11"
+            PYTHON_BIN="$2"
+            shift 2
+            ;;
+        --sphinx-jobs)
+            [ $# -ge 2 ] || die_usage "--sphinx-jobs needs a number"
+            SPHINX_JOBS="$2"
+            shift 2
+            ;;
         --output-dir)
             [ $# -ge 2 ] || die_usage "--output-dir needs a folder"
             OUTPUT_DIR="$2"
@@ -1033,8 +1157,18 @@ esac
 case "$MIN_PAGES" in
     "" | *[!0-9]*) die_usage "--min-pages wants a non-negative integer, got '$MIN_PAGES'" ;;
 esac
+case "$SPHINX_JOBS" in
+    "") ;;
+    *[!0-9]* | 0) die_usage "--sphinx-jobs wants a positive integer, got '$SPHINX_JOBS'" ;;
+esac
+[ -z "$DOCS_PACKAGES_OPTION" ] || [ -z "$ESP_DOCS_VERSION" ] ||
+    die_usage "--docs-packages and --esp-docs-version both name the esp-docs to install; give one"
+case "$DOCS_PACKAGES_OPTION" in
+    "") ;;
+    *[!A-Za-z0-9.~=\<\>!,_\ -]*) die_usage "--docs-packages wants pip requirement specifiers such as 'esp-docs~=1.1.0 linuxdoc', got '$DOCS_PACKAGES_OPTION'" ;;
+esac
 case "$ESP_DOCS_VERSION" in
-    "") DOCS_PACKAGES="esp-docs $DOCS_EXTRA_PACKAGES" ;;
+    "") DOCS_PACKAGES="${DOCS_PACKAGES_OPTION:-esp-docs $DOCS_EXTRA_PACKAGES}" ;;
     [0-9]*[!0-9A-Za-z.+]* | [!0-9]*) die_usage "--esp-docs-version wants a version such as 1.10.2, got '$ESP_DOCS_VERSION'" ;;
     *) DOCS_PACKAGES="esp-docs==$ESP_DOCS_VERSION $DOCS_EXTRA_PACKAGES" ;;
 esac
@@ -1046,9 +1180,11 @@ fi
   IDF_PATH=\$HOME/esp/esp-idf $0 esp32c3"
 [ -d "$IDF_PATH" ] || die_usage "IDF_PATH=$IDF_PATH is not a folder"
 IDF_PATH="$(cd "$IDF_PATH" && pwd)"
-for required in tools/idf.py docs/conf_common.py tools/requirements/requirements.core.txt; do
+for required in tools/idf.py docs/conf_common.py; do
     [ -f "$IDF_PATH/$required" ] || die_usage "IDF_PATH=$IDF_PATH is not an ESP-IDF checkout (no $required)"
 done
+[ -f "$IDF_PATH/tools/requirements/requirements.core.txt" ] || [ -f "$IDF_PATH/requirements.txt" ] ||
+    die_usage "IDF_PATH=$IDF_PATH is not an ESP-IDF checkout (no tools/requirements/requirements.core.txt or requirements.txt)"
 
 if [ "$PRINT_MBEDTLS_TARGETS" = 1 ]; then
     mbedtls_stub_targets
@@ -1081,6 +1217,8 @@ take_work_dir_lock
 STANDIN_DIR="$WORK_DIR/standin"
 USER_IDF_TOOLS_PATH="${IDF_TOOLS_PATH:-}"
 [ -n "$JOBS" ] || JOBS="$(default_jobs)"
+# the cores left to each chip build go to its Sphinx read
+[ -n "$SPHINX_JOBS" ] || SPHINX_JOBS=$(($(cpu_count) / JOBS > 1 ? $(cpu_count) / JOBS : 1))
 
 if [ -n "$OUTPUT_DIR" ]; then
     mkdir -p "$OUTPUT_DIR"
@@ -1089,8 +1227,9 @@ fi
 read_idf_source
 
 drop_caller_virtualenv
+choose_venv
 ensure_venv
 setup_environment
 stub_missing_submodules
-note "building:$TARGETS ($JOBS at a time, ESP-IDF $IDF_DESCRIBE at $IDF_PATH)"
+note "building:$TARGETS ($JOBS at a time, Sphinx -j $SPHINX_JOBS each, ESP-IDF $IDF_DESCRIBE at $IDF_PATH)"
 run_builds

@@ -64,6 +64,9 @@ HW_VERSION_DIRS: dict[tuple[str, str], tuple[str, ...] | None] = {
     # headers describe engineering samples the chip vocabulary has no revision for.
     ("esp32h21", "hw_ver_mp"): (),
     ("esp32h21", "hw_ver_beta1"): None,
+    # ESP32-H4 in v6.0: the same split, MP silicon and beta5 engineering samples.
+    ("esp32h4", "hw_ver_mp"): (),
+    ("esp32h4", "hw_ver_beta5"): None,
 }
 GROUP_WORDS = 60  # consecutive one-line macros share a block up to this size
 # A struct stays one atomic block up to this size; past it (whole-peripheral register structs

@@ -196,3 +196,11 @@ bench chunks="trm_chunks.jsonl":
 # Embedding speed per truncation length on real chunks; healthy: ~10 chunks/s at 256 tokens on 2 cores.
 bench-embed chunks="trm_chunks.jsonl":
     uv run embed_bench.py {{chunks}}
+
+# Add one pinned ESP-IDF release to the store (default chip: the project's; --chips esp32,esp32s3; rebuild options pass through, e.g. --offline --idf-path TREE --xml DIR); healthy: its growth lines and "add-release: NAME added".
+add-release tag *args:
+    uv run add_release.py "$@"
+
+# What changed between releases (eval/release_change_queries.jsonl: legacy vs new drivers, driver/ headers, Kconfig renames, defaults), written from the migration guides before any ranking change; needs a store holding v4.4-v6.0; healthy: the right release's passage first with idf_version.
+eval-release-changes:
+    uv run eval_retrieval.py eval/release_change_queries.jsonl --db {{db}} --via-mcp

@@ -46,12 +46,14 @@ from tqdm import tqdm
 from capability_headers import DOCS_SOURCES
 from embedder import MODEL_IDS
 from sources import (
+    ChipSelection,
     Release,
     Sources,
     SourcesError,
     Tree,
     add_source_arguments,
     format_sources,
+    parse_chip_selection,
     resolve_from_args,
 )
 from stages import (
@@ -295,10 +297,18 @@ def copy_xml(source: XmlSource, chip: str, dest: Path) -> None:
 # Docs builds
 
 
+def docs_tooling_argv(release: Release) -> list[str]:
+    """build_idf_docs.sh's options for the docs tooling sources.yaml pins for ``release``."""
+    tooling = release.docs_tooling
+    if tooling is None:
+        return []
+    return ["--python", tooling.python, "--docs-packages", " ".join(tooling.packages)]
+
+
 class DocsBatch:
     """One build_idf_docs.sh run for all the chips of a release that need a build.
 
-    The script shares one Python environment per work dir and sizes its own parallelism to the
+    The script keeps one Python environment per docs tooling set and sizes its own parallelism to the
     machine's cores and memory (~1.7 GB per build), so each release is one run of it, and two
     releases never build at once.
     """
@@ -323,6 +333,7 @@ class DocsBatch:
             if self._outcome is None:
                 argv = ["bash", str(DOCS_BUILDER), "--work-dir", str(self.work), "--stub-missing-submodules"]
                 argv += ["--min-pages", str(self.min_pages), *(["-j", str(self.jobs)] if self.jobs else [])]
+                argv += docs_tooling_argv(self.release)
                 with self._one_release_at_a_time:
                     self._outcome = run_command(
                         [*argv, *self.chips],
@@ -343,7 +354,7 @@ class Settings:
     work: Path
     db: str
     xml_roots: list[Path]
-    chips: list[str] | None
+    chips: ChipSelection
     queries: Path
     docs_jobs: int | None
     min_pages: int
@@ -495,7 +506,7 @@ def pipeline(sources: Sources, settings: Settings) -> tuple[list[Stage], dict[st
         release = sources.pins.releases[name]
         batches[name] = DocsBatch(release, tree, settings.work, settings.docs_jobs, settings.min_pages)
         for chip in release.targets:
-            if settings.chips is not None and chip not in settings.chips:
+            if not settings.chips.wants(name, chip):
                 continue
             docs, xml_dir, rejected = docs_stage(
                 release, tree, chip, sources.pins.idf_url, settings, batches[name], source_digest
@@ -656,7 +667,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--chips",
-        help="comma-separated docs targets to include (default: every pinned one; fewer narrows the store)",
+        help="comma-separated docs targets to include (default: every pinned one; fewer narrows the store); "
+        "RELEASE:CHIP names one release's chip, and then each release gets only the chips named for it",
     )
     parser.add_argument(
         "--work-dir", type=Path, default=DEFAULT_WORK, help="chunks, stamps and logs (default build/rebuild)"
@@ -686,13 +698,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def settings_from_args(args: argparse.Namespace, sources: Sources) -> Settings:
-    targets = {chip for release in sources.pins.releases.values() for chip in release.targets}
-    chips = [c.strip() for c in args.chips.split(",") if c.strip()] if args.chips else None
-    unknown = [chip for chip in chips or [] if chip not in targets]
-    if unknown:
-        raise SourcesError(
-            f"--chips: {', '.join(unknown)} not a pinned docs target; valid: {', '.join(sorted(targets))}"
-        )
+    chips = parse_chip_selection(args.chips, sources.pins)
     roots = list(args.xml) + ([Path(os.environ["IDF_XML_PATH"])] if os.environ.get("IDF_XML_PATH") else [])
     missing = [str(root) for root in roots if not root.is_dir()]
     if missing:

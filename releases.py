@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from chip_vocab import DOC_TYPES
@@ -202,6 +203,30 @@ class ReleaseIndex:
         return series, None
 
 
+@cache
+def _pinned_by_series() -> dict[str, str]:
+    """Series -> the release name sources.yaml pins for it (empty when the file cannot be read)."""
+    from sources import SourcesError, load_pins
+
+    try:
+        pins = load_pins()
+    except SourcesError:
+        return {}
+    return {s: name for name, r in pins.releases.items() if (s := release_series(r.describe))}
+
+
+def how_to_add(series: str, chip: str | None) -> str:
+    """The exact command that adds ``series`` to the store, or how to pin it first."""
+    chips = f" --chips {chip}" if chip else ""
+    name = _pinned_by_series().get(series)
+    if name:
+        return f"add it with: just add-release {name}{chips}"
+    return (
+        f"no {series} release is pinned: pin its latest patch in sources.yaml (docs/releases.md, "
+        f"'Adding a release'), then: just add-release <tag>{chips}"
+    )
+
+
 @dataclass(frozen=True)
 class ReleaseChoice:
     """The release one call answers from (None: every release) and the envelope entry saying why."""
@@ -250,7 +275,8 @@ def choose(
         series = index.nearest(scope_series, chip)
         how = (
             f"the project uses ESP-IDF {scope_series} ({scope_from}), which the store does not hold: "
-            f"answering from {series}, the nearest release it holds; pass idf_version to choose"
+            f"answering from {series}, the nearest release it holds; pass idf_version to choose; "
+            f"{how_to_add(scope_series, chip)}"
         )
     else:
         series = index.default(chip)

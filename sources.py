@@ -38,6 +38,10 @@ IDF_PATHS_ENV_VAR = "IDF_PATHS"
 GIT_TIMEOUT_SECONDS = 3600  # a first blobless clone of ESP-IDF is large
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 RELEASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+PIP_REQUIREMENT = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?([<>=!~]=?[A-Za-z0-9.*+]+,?)*$"
+)
+PYTHON_NAME = re.compile(r"^[A-Za-z0-9._/-]+$")
 IDF_TARGETS = re.compile(r"^idf_targets\s*=\s*\[([^\]]*)\]", re.MULTILINE)
 GIT_MISSING = (
     "git is not installed or not on PATH; install it (Debian/Ubuntu: sudo apt-get install git; "
@@ -67,12 +71,21 @@ class Submodule:
 
 
 @dataclass(frozen=True)
+class DocsTooling:
+    """What build_idf_docs.sh installs for a release's docs: older releases pin older esp-docs."""
+
+    python: str
+    packages: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Release:
     name: str
     commit: str
     describe: str
     targets: tuple[str, ...]
     submodules: tuple[Submodule, ...] = ()
+    docs_tooling: DocsTooling | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +108,27 @@ def _commit(raw: object, key: str, where: str, file: Path) -> str:
     if not COMMIT.match(value):
         raise SourcesError(f"{file}: {where}.{key} must be a full 40-hex commit, got {value!r}")
     return value
+
+
+def _docs_tooling(raw: object, where: str, file: Path) -> DocsTooling | None:
+    """A release's docs tooling; every value later reaches a shell and pip, so each is checked."""
+    if raw is None:
+        return None
+    python = str(_field(raw, "python", where, file))
+    packages = _field(raw, "packages", where, file)
+    if not PYTHON_NAME.match(python):
+        raise SourcesError(
+            f"{file}: {where}.python must name an interpreter such as python3.11, got {python!r}"
+        )
+    if not isinstance(packages, list) or not packages:
+        raise SourcesError(f"{file}: {where}.packages must be a non-empty list of pip requirements")
+    bad = [str(p) for p in packages if not PIP_REQUIREMENT.match(str(p))]
+    if bad:
+        raise SourcesError(
+            f"{file}: {where}.packages: {', '.join(map(repr, bad))} not a pip requirement such as "
+            "'esp-docs~=1.1.0' or 'Pillow<10'"
+        )
+    return DocsTooling(python=python, packages=tuple(str(p) for p in packages))
 
 
 def load_pins(file: Path = DEFAULT_SOURCES) -> Pins:
@@ -143,6 +177,7 @@ def load_pins(file: Path = DEFAULT_SOURCES) -> Pins:
             describe=str(_field(spec, "describe", where, file)),
             targets=tuple(targets),
             submodules=tuple(submodules),
+            docs_tooling=_docs_tooling(spec.get("docs_tooling"), f"{where}.docs_tooling", file),
         )
     return Pins(
         file=file,
@@ -279,6 +314,38 @@ def doc_targets(checkout: Path) -> list[str]:
     return [t.strip().strip("'\"") for t in match.group(1).split(",") if t.strip()]
 
 
+def hide_absent_blobs(tree: Path) -> list[str]:
+    """Mark skip-worktree the files a checkout lacks because their blobs are not in the object store.
+
+    A clone of a mirror that lacks some large blobs (test images, flash dumps) checks out without
+    them; git then reports the files deleted and `git describe --dirty` a release nobody built.
+    Only a file that is missing from the work tree *and* whose content exists nowhere locally is
+    marked, so nothing that could be restored or that someone edited is hidden.
+    """
+    deleted = [path for path in git("ls-files", "--deleted", "-z", cwd=tree).split("\0") if path]
+    if not deleted:
+        return []
+    absent = []
+    for line in git("ls-files", "-s", "-z", "--", *deleted, cwd=tree).split("\0"):
+        if not line:
+            continue
+        meta, path = line.split("\t", 1)
+        blob = meta.split()[1]
+        done = subprocess.run(
+            ["git", "-C", str(tree), "cat-file", "-e", blob],
+            capture_output=True,
+            env={**os.environ, "GIT_NO_LAZY_FETCH": "1"},
+            check=False,
+        )
+        if done.returncode != 0:
+            absent.append(path)
+    if not absent:
+        return []
+    git("update-index", "--skip-worktree", "--", *absent, cwd=tree)
+    sample = ", ".join(absent[:2]) + (", ..." if len(absent) > 2 else "")
+    return [f"{len(absent)} file(s) whose contents the object store lacks marked skip-worktree ({sample})"]
+
+
 def _dirty_note(tree: Path) -> list[str]:
     changed = git("status", "--porcelain", "--untracked-files=no", cwd=tree).splitlines()
     if not changed:
@@ -405,8 +472,15 @@ def _release_tree(
                     f"to fetch it, or leave the release out (--releases){tried}"
                 )
             path = fetch_idf_release(pins.idf_url, release, path.parent)
+    head = _head(path)
+    if head != release.commit:
+        raise SourcesError(
+            f"refusing {path} for ESP-IDF {release.name}: it is at {head or 'no commit'}, "
+            f"{pins.file.name} pins {release.commit}; remove it and re-run to fetch the pinned tree"
+        )
+    hidden = hide_absent_blobs(path) if mode != "plan" else []  # a dry run changes nothing
     version = git("describe", "--tags", "--always", cwd=path)
-    tree = Tree(label, path, release.commit, version, origin, _dirty_note(path))
+    tree = Tree(label, path, release.commit, version, origin, hidden + _dirty_note(path))
     _verify_release(tree, release, mode)
     return tree
 
@@ -438,6 +512,59 @@ def resolve(
         for name in chosen
     }
     return Sources(pins, trm, trees), skipped
+
+
+@dataclass(frozen=True)
+class ChipSelection:
+    """Which (release, chip) docs a run includes: ``--chips esp32,v5.1.7:esp32s3``.
+
+    A plain chip applies to every release; ``RELEASE:CHIP`` to that release only, and once any
+    such item is given, a release gets exactly the chips named for it (none: its headers only),
+    so one release can be added to a store without narrowing the others.
+    """
+
+    everywhere: frozenset[str] | None = None  # None: every pinned target
+    per_release: dict[str, frozenset[str]] | None = None
+
+    def wants(self, release: str, chip: str) -> bool:
+        if chip in (self.everywhere or ()):
+            return True
+        if self.per_release is not None:
+            return chip in self.per_release.get(release, frozenset())
+        return self.everywhere is None
+
+
+def parse_chip_selection(spec: str | None, pins: Pins) -> ChipSelection:
+    """``--chips`` checked against the pins: every chip a docs target of its release (or of one)."""
+    items = [item.strip() for item in (spec or "").split(",") if item.strip()]
+    if not items:
+        return ChipSelection()
+    targets = {chip for release in pins.releases.values() for chip in release.targets}
+    everywhere: set[str] = set()
+    per_release: dict[str, set[str]] = {}
+    for item in items:
+        release, _, chip = item.rpartition(":")
+        if not release:
+            if chip not in targets:
+                raise SourcesError(
+                    f"--chips: {chip} not a pinned docs target; valid: {', '.join(sorted(targets))}"
+                )
+            everywhere.add(chip)
+            continue
+        if release not in pins.releases:
+            raise SourcesError(
+                f"--chips: {item}: {release} is not a pinned release; pinned: {', '.join(pins.releases)}"
+            )
+        if chip not in pins.releases[release].targets:
+            raise SourcesError(
+                f"--chips: {item}: ESP-IDF {release} has no docs target {chip}; "
+                f"its targets: {', '.join(pins.releases[release].targets)}"
+            )
+        per_release.setdefault(release, set()).add(chip)
+    return ChipSelection(
+        frozenset(everywhere) if everywhere or not per_release else None,
+        {release: frozenset(chips) for release, chips in per_release.items()} if per_release else None,
+    )
 
 
 def checkouts_from_env(cli_paths: Sequence[Path] = ()) -> list[tuple[Path, str]]:

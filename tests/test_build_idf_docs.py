@@ -27,7 +27,7 @@ def run_script(
     *args: str, env_updates: dict[str, str | None] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run the script with IDF_PATH removed unless a test sets it."""
-    env = {k: v for k, v in os.environ.items() if k != "IDF_PATH"}
+    env = {k: v for k, v in os.environ.items() if k not in ("IDF_PATH", "PYTHON")}
     for key, value in (env_updates or {}).items():
         if value is None:
             env.pop(key, None)
@@ -323,26 +323,54 @@ exit 1  # like the real one when a warning is new to the known-warnings list
 """
 
 
-def make_fake_docs_venv(work_dir: Path, idf: Path) -> None:
-    """A venv the script accepts as current: build-docs present, stamp matching."""
-    bin_dir = work_dir / "venv" / "bin"
-    bin_dir.mkdir(parents=True)
-    (bin_dir / "build-docs").write_text(FAKE_BUILD_DOCS)
-    (bin_dir / "build-docs").chmod(0o755)
+FAKE_VENV_PYTHON = """#!/usr/bin/env bash
+# Stands in for the docs venv's python: for the script's build-docs launcher it records the Sphinx
+# -j asked for and runs the fake build-docs; anything else (the phase timer included) is real Python.
+if [ "${1:-}" = -u ] && [ "${2:-}" = -c ]; then
+    case "$3" in
+        *build_docs*)
+            echo "$4" > "$FAKE_DUMP_DIR/sphinx-jobs-$6.txt"
+            shift 4
+            exec "$(dirname "$0")/build-docs" "$@"
+            ;;
+    esac
+fi
+exec python3 "$@"
+"""
+
+
+def fake_venv_dir(
+    work_dir: Path, idf: Path, packages: str = "esp-docs linuxdoc sphinxcontrib-mermaid"
+) -> Path:
+    """Where the script looks for the venv of this tooling set (interpreter, packages, tree requirements)."""
     requirements = idf / "tools" / "requirements" / "requirements.core.txt"
     stamp = subprocess.run(
         [
             "bash",
             "-c",
-            '{ echo "esp-docs linuxdoc sphinxcontrib-mermaid"; cat "$1"; } | cksum | cut -d" " -f1',
+            '{ echo python3; echo "$2"; grep -v -E "^[[:space:]]*file:" "$1"; } | cksum | cut -d" " -f1',
             "-",
             str(requirements),
+            packages,
         ],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
-    (work_dir / "venv" / ".requirements-stamp").write_text(stamp + "\n")
+    return work_dir / "venvs" / stamp
+
+
+def make_fake_docs_venv(work_dir: Path, idf: Path) -> Path:
+    """A venv the script accepts as complete: build-docs and python present, marked complete."""
+    venv = fake_venv_dir(work_dir, idf)
+    bin_dir = venv / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "build-docs").write_text(FAKE_BUILD_DOCS)
+    (bin_dir / "build-docs").chmod(0o755)
+    (bin_dir / "python").write_text(FAKE_VENV_PYTHON)
+    (bin_dir / "python").chmod(0o755)
+    (venv / ".complete").touch()
+    return venv
 
 
 def run_fake_build(
@@ -351,7 +379,7 @@ def run_fake_build(
     work_dir = tmp_path / "work"
     dumps = tmp_path / "dumps"
     dumps.mkdir(exist_ok=True)
-    if not (work_dir / "venv").exists():
+    if not (work_dir / "venvs").exists():
         make_fake_docs_venv(work_dir, fake_idf)
     return run_script(
         "--work-dir",
@@ -406,17 +434,43 @@ def test_docs_build_gets_the_export_sh_environment_without_the_project_venv(
     work_dir = tmp_path / "work"
     assert env["IDF_PATH"] == str(fake_idf)
     assert env["IDF_TOOLS_PATH"] == str(work_dir / "idf-tools")
-    assert env["IDF_PYTHON_ENV_PATH"] == str(work_dir / "venv")
+    venv = fake_venv_dir(work_dir, fake_idf)
+    assert env["IDF_PYTHON_ENV_PATH"] == str(venv)
     assert env["IDF_PYTHON_CHECK_CONSTRAINTS"] == "no"
     assert env["IDF_MAINTAINER"] == "1"
     assert env["IDF_SKIP_CHECK_SUBMODULES"] == "1"
     assert env["ESP_IDF_VERSION"] == "6.2"
     assert "VIRTUAL_ENV" not in env
     assert str(tmp_path / "project-venv" / "bin") not in env["PATH"].split(":")
-    assert env["PATH"].split(":")[0] == str(work_dir / "venv" / "bin")
+    assert env["PATH"].split(":")[0] == str(venv / "bin")
     compiler = (tmp_path / "dumps" / "compiler-esp32c3.txt").read_text().strip()
     assert compiler == str(work_dir / "standin" / "riscv32-esp-elf-gcc")
     assert (tmp_path / "dumps" / "cwd-esp32c3.txt").read_text().strip() == str(fake_idf / "docs")
+
+
+@needs_build_tools
+def test_one_chip_on_two_cores_reads_with_two_sphinx_jobs_and_reports_its_phases(
+    fake_idf: Path, tmp_path: Path
+) -> None:
+    result = run_fake_build(fake_idf, tmp_path, 1, "--min-pages", "1", "-j", "1", "esp32c3")
+    assert result.returncode == 0, result.stderr
+    cores = os.cpu_count() or 1
+    assert (tmp_path / "dumps" / "sphinx-jobs-esp32c3.txt").read_text().strip() == str(max(cores, 1))
+    assert "esp32c3: seconds by phase: setup " in result.stdout
+    result = run_fake_build(fake_idf, tmp_path, 1, "--min-pages", "1", "--sphinx-jobs", "3", "esp32c3")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "dumps" / "sphinx-jobs-esp32c3.txt").read_text().strip() == "3"
+
+
+def test_docs_tooling_options_are_checked(fake_idf: Path) -> None:
+    env = {"IDF_PATH": str(fake_idf)}
+    result = run_script("--docs-packages", "esp-docs; rm -rf /", "esp32c3", env_updates=env)
+    assert result.returncode == 2
+    assert "--docs-packages wants pip requirement specifiers such as 'esp-docs~=1.1.0" in result.stderr
+    result = run_script("--docs-packages", "esp-docs~=1.1.0", "--esp-docs-version", "2.6.0", "esp32c3")
+    assert result.returncode == 2 and "give one" in result.stderr
+    result = run_script("--sphinx-jobs", "0", "esp32c3", env_updates=env)
+    assert result.returncode == 2 and "--sphinx-jobs wants a positive integer, got '0'" in result.stderr
 
 
 @needs_build_tools
@@ -626,8 +680,7 @@ def test_a_configure_that_needs_a_real_submodule_names_its_path_commit_and_origi
         f"-- Configuring incomplete, errors occurred!\n"
     )
     work_dir = tmp_path / "work"
-    make_fake_docs_venv(work_dir, fake_idf)
-    python = work_dir / "venv" / "bin" / "python"
+    python = make_fake_docs_venv(work_dir, fake_idf) / "bin" / "python"
     python.write_text(FAKE_DOCS_PYTHON)
     python.chmod(0o755)
     result = run_fake_build(
@@ -746,3 +799,36 @@ def test_source_md_does_not_take_the_commit_of_an_enclosing_repository(
     assert result.returncode == 0, result.stderr
     source_md = fake_idf / "docs" / "_build" / "en" / "esp32c3" / "xml" / "SOURCE.md"
     assert "- Commit: unknown (not a git checkout)" in source_md.read_text().splitlines()
+
+
+def test_one_missing_include_directory_brings_its_siblings_in_the_same_round(tmp_path: Path) -> None:
+    """CMake reports one missing include folder per configure; the quoted folder paths beside it in
+    the component's CMake files that point into the same empty submodule are created together."""
+    script = SCRIPT.read_text()
+    body = script[script.index("missing_paths_from_log() {") :]
+    parser = body[body.index("<<'PY'\n") + len("<<'PY'\n") : body.index("\nPY\n")]
+    idf = tmp_path / "esp-idf"
+    (idf / "components" / "mbedtls" / "mbedtls").mkdir(parents=True)
+    (idf / "components" / "mbedtls" / "CMakeLists.txt").write_text(
+        'set(mbedtls_include_dirs\n    "port/include"\n    "mbedtls/include"\n    "mbedtls/library"\n'
+        '    "mbedtls/tf-psa-crypto/drivers/builtin/src/"\n    "mbedtls/ChangeLog.txt")\n'
+        'include_directories("${COMPONENT_DIR}/mbedtls/extras")\n'
+    )
+    missing = idf / "components" / "mbedtls" / "mbedtls" / "include"
+    log = tmp_path / "configure.log"
+    log.write_text(
+        f"CMake Error at x.cmake:1 (message):\n  Include directory '{missing}' is not a directory\n"
+    )
+    (tmp_path / "parser.py").write_text(parser)
+    result = subprocess.run(
+        ["python3", str(tmp_path / "parser.py"), str(log), str(idf), "components/mbedtls/mbedtls"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout.splitlines() == [
+        "components/mbedtls/mbedtls/extras dir",
+        "components/mbedtls/mbedtls/include dir",
+        "components/mbedtls/mbedtls/library dir",
+        "components/mbedtls/mbedtls/tf-psa-crypto/drivers/builtin/src dir",
+    ]

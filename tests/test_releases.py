@@ -84,6 +84,10 @@ def test_default_project_release_and_nearest(index: ReleaseIndex) -> None:
     assert from_project.series == "v5.5" and "sdkconfig" in from_project.envelope["how"]
     nearest = choose(index, None, chip="esp32c3", scope_series="v5.4", scope_from="sdkconfig")
     assert nearest.series == "v5.5" and "nearest release it holds" in nearest.envelope["how"]
+    assert nearest.envelope["how"].endswith("add it with: just add-release v5.4.4 --chips esp32c3")
+    unpinned = choose(index, None, chip="esp32", scope_series="v5.0", scope_from="sdkconfig")
+    assert "no v5.0 release is pinned: pin its latest patch in sources.yaml" in unpinned.envelope["how"]
+    assert unpinned.envelope["how"].endswith("then: just add-release <tag> --chips esp32")
     assert choose(index, "5.5", chip="esp32", scope_series="v6.1-dev").series == "v5.5", "the caller wins"
     with pytest.raises(
         ReleaseError, match=re.escape("covers esp32, esp32c3, not esp32s3; esp32s3 is held in: v6.1-dev")

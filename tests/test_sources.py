@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 import sources
-from sources import GitMissingError, SourcesError, load_pins, resolve
+from releases import release_series
+from sources import DocsTooling, GitMissingError, SourcesError, load_pins, parse_chip_selection, resolve
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
 
@@ -261,7 +262,62 @@ def test_pins_file_errors_name_the_valid_values(tmp_path: Path, upstreams: Upstr
 def test_the_repository_pins_are_well_formed() -> None:
     pins = load_pins()
     assert "master" in pins.releases
-    assert all(len(release.targets) >= 8 for release in pins.releases.values())
+    series = [release_series(release.describe) for release in pins.releases.values()]
+    assert len(series) == len(set(series)), "one build per series"
+    for release in pins.releases.values():
+        assert {"esp32", "esp32s3"} <= set(release.targets)
+        assert release.docs_tooling is not None and release.docs_tooling.packages
+
+
+def test_docs_tooling_is_read_and_checked(tmp_path: Path, upstreams: Upstreams) -> None:
+    tooling = {"python": "python3.11", "packages": ["esp-docs~=1.1.0", "Pillow<10"]}
+    pins = load_pins(write_pins(tmp_path / "ok.yaml", upstreams, master={"docs_tooling": tooling}))
+    assert pins.releases["master"].docs_tooling == DocsTooling("python3.11", ("esp-docs~=1.1.0", "Pillow<10"))
+    assert pins.releases["v9.9"].docs_tooling is None
+    bad = {"python": "python3.11", "packages": ["esp-docs; rm -rf /"]}
+    with pytest.raises(SourcesError, match=r"not a pip requirement such as 'esp-docs~=1.1.0'"):
+        load_pins(write_pins(tmp_path / "bad.yaml", upstreams, master={"docs_tooling": bad}))
+    with pytest.raises(SourcesError, match=r"must name an interpreter"):
+        load_pins(
+            write_pins(
+                tmp_path / "py.yaml", upstreams, master={"docs_tooling": {**tooling, "python": "py $(x)"}}
+            )
+        )
+
+
+def test_chip_selection_per_release(tmp_path: Path, upstreams: Upstreams) -> None:
+    pins = load_pins(write_pins(tmp_path / "sources.yaml", upstreams))
+    everything = parse_chip_selection(None, pins)
+    assert everything.wants("v9.9", "esp32c3") and everything.wants("master", "esp32c6")
+    plain = parse_chip_selection("esp32", pins)
+    assert plain.wants("master", "esp32") and not plain.wants("master", "esp32c3")
+    one = parse_chip_selection("master:esp32,master:esp32c6", pins)
+    assert one.wants("master", "esp32c6") and not one.wants("v9.9", "esp32")
+    with pytest.raises(
+        SourcesError,
+        match=r"v9\.9:esp32c6: ESP-IDF v9\.9 has no docs target esp32c6; its targets: esp32, esp32c3",
+    ):
+        parse_chip_selection("v9.9:esp32c6", pins)
+    with pytest.raises(SourcesError, match=r"v1 is not a pinned release; pinned: master, v9\.9"):
+        parse_chip_selection("v1:esp32", pins)
+    with pytest.raises(SourcesError, match=r"esp99 not a pinned docs target; valid: esp32, esp32c3, esp32c6"):
+        parse_chip_selection("esp99", pins)
+
+
+def test_files_whose_blobs_are_absent_are_hidden_not_edits(tmp_path: Path) -> None:
+    origin = new_repo(tmp_path / "origin", {"big.bin": "large\n", "kept.txt": "kept\n", "a.txt": "a\n"})
+    commit_all(origin, "files")
+    blob = git(origin, "rev-parse", "HEAD:big.bin")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--shared", "--no-checkout", str(origin), str(clone))
+    (origin / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # a mirror without that blob
+    subprocess.run(["git", "-C", str(clone), "checkout", "-q", "HEAD"], capture_output=True, check=False)
+    assert not (clone / "big.bin").exists()
+    (clone / "kept.txt").unlink()  # deleted by someone: its content exists, so it stays visible
+    notes = sources.hide_absent_blobs(clone)
+    assert notes == ["1 file(s) whose contents the object store lacks marked skip-worktree (big.bin)"]
+    assert git(clone, "status", "--porcelain") == "D kept.txt"
+    assert sources.hide_absent_blobs(clone) == []
 
 
 def test_missing_git_is_named_with_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
