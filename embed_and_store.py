@@ -39,7 +39,18 @@ from latex_parser import ABSOLUTE_ADDRESS_PREFIX
 from provenance import UNKNOWN, Provenance, source_provenance
 from registers import parse_register_block
 from releases import split_source
-from schema import CHUNK_FIELDS, WINDOWS_COLUMN, arrow_schema, content_hash, read_jsonl, validate_row
+from schema import (
+    CHUNK_FIELDS,
+    FACT_FIELDS,
+    FACT_TYPES,
+    ROW_FIELDS,
+    WINDOWS_COLUMN,
+    arrow_schema,
+    content_hash,
+    read_jsonl,
+    validate_row,
+)
+from term_stats import has_term_stats, write_term_stats
 
 T = TypeVar("T")
 
@@ -201,7 +212,8 @@ def open_store(db_uri: str, model_id: str | None = None) -> lancedb.table.Table:
     if _is_local(db_uri) and not Path(db_uri).is_dir():
         raise StoreError(f"no store at {db_uri}; {BUILD_HINT.format(db=db_uri)}")
     try:
-        table = lancedb.connect(db_uri).open_table(TABLE_NAME)
+        db = lancedb.connect(db_uri)
+        table = db.open_table(TABLE_NAME)
     except (ValueError, FileNotFoundError) as error:
         raise StoreError(f"no store at {db_uri} ({error}); {BUILD_HINT.format(db=db_uri)}") from error
     built_with = store_model_id(table)
@@ -218,6 +230,12 @@ def open_store(db_uri: str, model_id: str | None = None) -> lancedb.table.Table:
             f"the store at {db_uri} predates the ESP-IDF release axis (docs/releases.md); migrate it by "
             "running any embed_and_store.py into it once (it adds the release columns and re-embeds "
             "nothing already cached), or rebuild it"
+        )
+    missing = [name for name in FACT_FIELDS if name not in table.schema.names]
+    if missing or table.count_rows("kind IS NULL") or not has_term_stats(db):
+        raise StoreError(
+            f"the store at {db_uri} predates the passage kinds and term statistics the ranking reads; "
+            "re-run the ingests and embeds into it (`just rebuild`: only changed text is re-embedded)"
         )
     return table
 
@@ -313,8 +331,8 @@ def load_rows(paths: Iterable[Path], doc_type: str, provenance: Provenance) -> l
                 where = f"{path} row {number}"
                 if not isinstance(row, dict):
                     raise InputError(f"{where}: expected a JSON object, got {type(row).__name__}")
-                extra_fields.update(set(row) - set(CHUNK_FIELDS))
-                row = {name: row.get(name) for name in CHUNK_FIELDS}
+                extra_fields.update(set(row) - set(ROW_FIELDS))
+                row = {name: row.get(name) for name in ROW_FIELDS if name in row or name in CHUNK_FIELDS}
                 _check_row(row, where, doc_type, provenance)
                 key = row_key(row)
                 if key in seen:
@@ -503,6 +521,14 @@ def ensure_table(db: lancedb.DBConnection, db_uri: str, model_id: str, dimension
         # source_version and that build, TRM rows none, in one commit. Lance's SQL has no CASE, so a
         # TRM row's value is computed to a marker that array_remove then drops.
         retry_on_conflict(lambda: table.add_columns(RELEASE_MIGRATION), "adding the release columns")
+    missing_facts = [name for name in FACT_FIELDS if name not in table.schema.names]
+    if missing_facts:
+        # A store from before the passage facts: the columns arrive empty in one commit, and each
+        # doc_type's replace fills its rows; the server refuses a store while any row lacks them.
+        retry_on_conflict(
+            lambda: table.add_columns([pa.field(name, FACT_TYPES[name]) for name in missing_facts]),
+            "adding the passage-fact columns",
+        )
     existing = {index.name for index in table.list_indices()}
     for name, (column, config) in INDEXES.items():
         if name not in existing:  # only on an empty new table, or one whose creation was killed
@@ -517,7 +543,7 @@ def rows_table(
     holds each row's window vectors, its own vector first."""
     dim = schema.field("vector").type.list_size
     columns = {
-        name: pa.array([row[name] for row in rows], type=schema.field(name).type) for name in CHUNK_FIELDS
+        name: pa.array([row[name] for row in rows], type=schema.field(name).type) for name in ROW_FIELDS
     }
     columns["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel(), pa.float32()), dim)
     flat = np.concatenate(windows) if windows else np.zeros((0, dim), np.float32)
@@ -533,7 +559,7 @@ def stored_rows(table: lancedb.table.Table, doc_type: str) -> dict[tuple[Any, ..
     current = (
         table.search()
         .where(f"doc_type = '{doc_type}'")
-        .select([*CHUNK_FIELDS, WINDOWS_COLUMN])
+        .select([*ROW_FIELDS, WINDOWS_COLUMN])
         .limit(None)
         .to_arrow()
     )
@@ -551,7 +577,7 @@ def _with_vectors_digest(table: pa.Table) -> list[dict[str, Any]]:
         hashlib.sha1(flat[end - count * width : end].tobytes()).hexdigest()
         for end, count in zip(ends, counts, strict=True)
     ]
-    return table.select(list(CHUNK_FIELDS)).append_column(VECTORS_DIGEST, pa.array(digests)).to_pylist()
+    return table.select(list(ROW_FIELDS)).append_column(VECTORS_DIGEST, pa.array(digests)).to_pylist()
 
 
 @dataclass(frozen=True)
@@ -652,6 +678,8 @@ def build(
     matrix = np.stack([window[0] for window in windows])
     table = ensure_table(db, db_uri, embedder.model_id, embedder.dimension)
     result = replace_doc_type(table, doc_type, rows_table(rows, matrix, windows, table.schema))
+    if result.wrote or not has_term_stats(db):
+        write_term_stats(db, table)
     return BuildSummary(doc_type, len(rows), embedded, cached, result, time.monotonic() - started, db_uri)
 
 
