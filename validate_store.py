@@ -37,7 +37,7 @@ from embed_and_store import (
     store_vector_dim,
 )
 from provenance import UNKNOWN
-from schema import CHUNK_FIELDS, WINDOWS_COLUMN, content_hash, validate_row
+from schema import ROW_FIELDS, WINDOWS_COLUMN, content_hash, validate_row
 
 VECTOR_ROUND_TRIP_MIN = 0.95  # share of sampled chunks whose own text finds them at rank 1
 FTS_ROUND_TRIP_MIN = 0.95  # share found in the top 10 by their own symbol / their own words
@@ -108,6 +108,15 @@ def print_counts(rows: list[dict[str, Any]]) -> None:
         print(f"rows per revision: {', '.join(f'{rev} {n}' for rev, n in sorted(revisions.items()))}")
     versions = Counter((r["doc_type"], r["source_version"]) for r in rows)
     print(f"source versions: {', '.join(f'{d}@{v} ({n})' for (d, v), n in sorted(versions.items()))}")
+    kinds = Counter((r["doc_type"], r["kind"]) for r in rows)
+    print("rows per passage kind: " + ", ".join(f"{d} {k} {n}" for (d, k), n in sorted(kinds.items())))
+    stated = Counter(
+        fact
+        for r in rows
+        for fact, holds in (("default", r["states_default"]), ("pins", r["gpio_count"] >= 2))
+        if holds
+    )
+    print(f"rows that state a default: {stated['default']}; that name two GPIOs or more: {stated['pins']}")
     releases = Counter((r["doc_type"], series) for r in rows for series in r["releases"])
     shared = Counter(r["doc_type"] for r in rows if len(r["releases"]) > 1)
     if releases:
@@ -293,7 +302,7 @@ def check_windows(table: lancedb.table.Table, report: Report) -> None:
 
 
 def load_all(table: lancedb.table.Table) -> tuple[list[dict[str, Any]], np.ndarray]:
-    data: pa.Table = table.search().select([*CHUNK_FIELDS, "vector"]).limit(None).to_arrow()
+    data: pa.Table = table.search().select([*ROW_FIELDS, "vector"]).limit(None).to_arrow()
     dim = table.schema.field("vector").type.list_size
     vectors = data.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, dim)
     return data.drop_columns(["vector"]).to_pylist(), vectors
