@@ -37,7 +37,17 @@ from chip_vocab import DOC_TYPES, validate_doc_type
 from chunk_format import PATH_SEPARATOR, REGISTER_CHUNK_HEAD, parse_register_block
 from provenance import UNKNOWN, Provenance, source_provenance
 from releases import split_source
-from schema import CHUNK_FIELDS, WINDOWS_COLUMN, arrow_schema, content_hash, read_jsonl, validate_row
+from schema import (
+    CHUNK_FIELDS,
+    FACT_FIELDS,
+    FACT_TYPES,
+    ROW_FIELDS,
+    WINDOWS_COLUMN,
+    arrow_schema,
+    content_hash,
+    read_jsonl,
+    validate_row,
+)
 from store import (
     DB_ENV_VAR,
     DEFAULT_DB_URI,
@@ -49,6 +59,7 @@ from store import (
     store_model_id,
     store_vector_dim,
 )
+from term_stats import has_term_stats, write_term_stats
 
 T = TypeVar("T")
 
@@ -243,8 +254,8 @@ def load_rows(paths: Iterable[Path], doc_type: str, provenance: Provenance) -> l
                 where = f"{path} row {number}"
                 if not isinstance(row, dict):
                     raise InputError(f"{where}: expected a JSON object, got {type(row).__name__}")
-                extra_fields.update(set(row) - set(CHUNK_FIELDS))
-                row = {name: row.get(name) for name in CHUNK_FIELDS}
+                extra_fields.update(set(row) - set(ROW_FIELDS))
+                row = {name: row.get(name) for name in ROW_FIELDS if name in row or name in CHUNK_FIELDS}
                 _check_row(row, where, doc_type, provenance)
                 key = row_key(row)
                 if key in seen:
@@ -439,6 +450,14 @@ def ensure_table(db: lancedb.DBConnection, db_uri: str, model_id: str, dimension
         # source_version and that build, TRM rows none, in one commit. Lance's SQL has no CASE, so a
         # TRM row's value is computed to a marker that array_remove then drops.
         retry_on_conflict(lambda: table.add_columns(RELEASE_MIGRATION), "adding the release columns")
+    missing_facts = [name for name in FACT_FIELDS if name not in table.schema.names]
+    if missing_facts:
+        # A store from before the passage facts: the columns arrive empty in one commit, and each
+        # doc_type's replace fills its rows; the server refuses a store while any row lacks them.
+        retry_on_conflict(
+            lambda: table.add_columns([pa.field(name, FACT_TYPES[name]) for name in missing_facts]),
+            "adding the passage-fact columns",
+        )
     existing = {index.name for index in table.list_indices()}
     for name, (column, config) in INDEXES.items():
         if name not in existing:  # only on an empty new table, or one whose creation was killed
@@ -453,7 +472,7 @@ def rows_table(
     holds each row's window vectors, its own vector first."""
     dim = schema.field("vector").type.list_size
     columns = {
-        name: pa.array([row[name] for row in rows], type=schema.field(name).type) for name in CHUNK_FIELDS
+        name: pa.array([row[name] for row in rows], type=schema.field(name).type) for name in ROW_FIELDS
     }
     columns["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel(), pa.float32()), dim)
     flat = np.concatenate(windows) if windows else np.zeros((0, dim), np.float32)
@@ -469,7 +488,7 @@ def stored_rows(table: lancedb.table.Table, doc_type: str) -> dict[tuple[Any, ..
     current = (
         table.search()
         .where(f"doc_type = '{doc_type}'")
-        .select([*CHUNK_FIELDS, WINDOWS_COLUMN])
+        .select([*ROW_FIELDS, WINDOWS_COLUMN])
         .limit(None)
         .to_arrow()
     )
@@ -487,7 +506,7 @@ def _with_vectors_digest(table: pa.Table) -> list[dict[str, Any]]:
         hashlib.sha1(flat[end - count * width : end].tobytes()).hexdigest()
         for end, count in zip(ends, counts, strict=True)
     ]
-    return table.select(list(CHUNK_FIELDS)).append_column(VECTORS_DIGEST, pa.array(digests)).to_pylist()
+    return table.select(list(ROW_FIELDS)).append_column(VECTORS_DIGEST, pa.array(digests)).to_pylist()
 
 
 @dataclass(frozen=True)
@@ -588,6 +607,8 @@ def build(
     matrix = np.stack([window[0] for window in windows])
     table = ensure_table(db, db_uri, embedder.model_id, embedder.dimension)
     result = replace_doc_type(table, doc_type, rows_table(rows, matrix, windows, table.schema))
+    if result.wrote or not has_term_stats(db):
+        write_term_stats(db, table)
     return BuildSummary(doc_type, len(rows), embedded, cached, result, time.monotonic() - started, db_uri)
 
 

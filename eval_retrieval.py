@@ -1,7 +1,7 @@
 """Score retrieval on gold queries: hit@1/5/10 and MRR@10 per category, through the server's own search.
 
     uv run eval_retrieval.py ../shared/eval/dev_queries.jsonl [--db DIR] [--mode hybrid|vector|fts|all]
-                             [--doc-type trm] [--split tune|heldout] [--show-misses] [--explain]
+                             [--doc-type trm] [--show-misses] [--explain]
 
 A case is answered at rank r when the r-th result's text (as the agent receives it) contains every
 ``must_contain`` string, case-insensitively, and one ``any_of`` string where any are given
@@ -28,15 +28,15 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from tqdm import tqdm
 
 from chip_vocab import DOC_TYPES
+from metrics import Report
+from query_analysis import query_symbols
 from releases import release_series
 from results import fold_chip_variants, with_variant_note
-from retrievers import query_symbols
 from search import MODES, SearchEngine, SearchInputError, open_engine, validate_filters
 from store import StoreError, resolve_db_uri
 
 DEPTH = 10
 FILTER_KEYS = ("chip", "doc_type", "revision", "idf_version")
-SPLITS = ("tune", "heldout")
 # How deep --explain looks into each retriever's own list for the answer.
 EXPLAIN_POOL = 200
 # The dense leg embeds a chunk's first 256 tokens; past about this many characters of ESP text the
@@ -56,14 +56,12 @@ class Case:
     filters: dict[str, str]
     must_contain: tuple[str, ...]
     any_of: tuple[str, ...]
-    split: str | None = None
     # the held series the case's idf_version means in the store under test ("6.1" -> v6.1-dev)
     release: str | None = None
 
 
-def load_cases(path: Path, doc_type: str | None = None, split: str | None = None) -> list[Case]:
-    """Read gold cases; with ``doc_type``, keep those whose filter names that corpus; with ``split``,
-    those of that split (our own query file keeps a third aside as a held-out check)."""
+def load_cases(path: Path, doc_type: str | None = None) -> list[Case]:
+    """Read gold cases; with ``doc_type``, keep those whose filter names that corpus."""
     cases = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -77,17 +75,12 @@ def load_cases(path: Path, doc_type: str | None = None, split: str | None = None
                 filters={k: v for k, v in (raw.get("filters") or {}).items() if k in FILTER_KEYS and v},
                 must_contain=tuple(raw.get("must_contain") or ()),
                 any_of=tuple(raw.get("any_of") or ()),
-                split=raw.get("split"),
             )
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise CaseFileError(f"{path}:{number}: not a gold case ({exc})") from exc
         if not case.must_contain and not case.any_of:
             raise CaseFileError(f"{path}:{number}: case {case.id} has neither must_contain nor any_of")
-        if split and case.split not in SPLITS:
-            raise CaseFileError(
-                f"{path}:{number}: case {case.id} has split {case.split!r}, not one of {SPLITS}"
-            )
-        if (doc_type is None or case.filters.get("doc_type") == doc_type) and split in (None, case.split):
+        if doc_type is None or case.filters.get("doc_type") == doc_type:
             cases.append(case)
     return cases
 
@@ -355,7 +348,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--db", help="LanceDB URI (default $ESP32_DOCS_DB or ./esp_docs.lancedb)")
     parser.add_argument("--mode", choices=(*MODES, "all"), default="hybrid")
     parser.add_argument("--doc-type", choices=DOC_TYPES, help="only cases filtered to this corpus")
-    parser.add_argument("--split", choices=SPLITS, help="only cases of this split (own query files)")
     parser.add_argument(
         "--via-mcp", action="store_true", help="also score hybrid through the real MCP server over stdio"
     )
@@ -374,7 +366,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        cases = load_cases(args.queries, args.doc_type, args.split)
+        cases = load_cases(args.queries, args.doc_type)
     except (OSError, CaseFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -409,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: a case's filters are invalid: {exc}", file=sys.stderr)
         return 2
     print(format_table(results))
+    for mode, scores in results.items():
+        print(Report.of(scores["OVERALL"].ranks).line(f"{mode}, 95% intervals"))
     report = release_report(engine, cases)
     if report:
         print("\n".join(report.lines()))

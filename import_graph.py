@@ -37,26 +37,42 @@ FOUNDATION_MODULES = (
     "store",
     "project_scope",
     "http_security",
+    "sources",
+    "source_links",
+    "object_store",
+    "terms",
+    "passage_kinds",
+    "term_stats",
 )
 # Each path's stages in order; modules of one stage may not import each other's later stages.
 BUILD_STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("chunk", ("chunking",)),
     (
         "parse",
-        ("sphinx_xml", "latex_source", "latex_parser", "header_scan", "capability_headers", "header_checks"),
+        (
+            "sphinx_xml",
+            "latex_source",
+            "latex_math",
+            "trm_refs",
+            "latex_parser",
+            "header_scan",
+            "capability_headers",
+            "header_checks",
+        ),
     ),
     ("ingest", ("ingest_sphinx_xml", "ingest_trm", "ingest_source")),
     ("dedup", ("dedup_chunks",)),
     ("embed", ("embed_and_store",)),
 )
 READ_STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("analyse", ("query_words",)),
+    ("analyse", ("query_words", "query_analysis")),
     ("register index", ("register_index",)),
     ("register bases", ("register_bases",)),
     ("register views", ("register_views",)),
     ("retrieve", ("retrievers", "registers")),
     ("fuse", ("fusion",)),
-    ("present", ("results",)),
+    ("rerank", ("features", "rerank")),
+    ("present", ("follow_refs", "results")),
     ("search", ("search",)),
     ("watch", ("store_watch",)),
     ("serve", ("mcp_server",)),
@@ -71,15 +87,21 @@ TOOL_MODULES = (
     "register_facts",
     "trm_verify",
     "validate_store",
-    "sources",
     "stages",
     "rebuild",
     "import_graph",
+    "metrics",
+    "train_ranker",
+    "add_release",
+    "bundle",
+    "formula_census",
+    "memory_bench",
 )
 
 # Edges across the paths that are meant, each with its reason.
 ALLOWED = {
     ("mcp_server", "embed_and_store"): "--demo builds the bundled sample's store on first use",
+    ("mcp_server", "bundle"): "list_chips shows the manifest of the bundle a store was installed from",
 }
 
 

@@ -124,61 +124,23 @@ validate:
 eval mode="all":
     uv run eval_retrieval.py {{gold}} --db {{db}} --mode {{mode}}
 
-# Score our own queries (eval/own_queries.jsonl) per split, hybrid and through the MCP server; healthy: tune and heldout close.
-eval-own:
-    uv run eval_retrieval.py eval/own_queries.jsonl --db {{db}} --split tune --via-mcp
-    uv run eval_retrieval.py eval/own_queries.jsonl --db {{db}} --split heldout --via-mcp
+# Train the reranker on a built store (eval/pool_*.jsonl + the shared dev questions): cross-validated hit@k and MRR@10 with 95% intervals per set and category, then ranker_model.json; healthy: "trained on N questions ... model written".
+train-ranker *args:
+    uv run train_ranker.py --db {{db}} "$@"
 
-# Queries written before the ranking work they judge, never tuned on (eval/unseen_queries.jsonl); healthy: close to eval-own's tune split.
-eval-unseen:
-    uv run eval_retrieval.py eval/unseen_queries.jsonl --db {{db}} --via-mcp
+# The training pools through the real server (figures of questions the model was trained on: a check of the serving path, not of generalisation).
+eval-pool:
+    uv run eval_retrieval.py eval/pool_short.jsonl --db {{db}} --via-mcp
+    uv run eval_retrieval.py eval/pool_real.jsonl --db {{db}} --via-mcp
 
-# Counting and "which pins" questions written after those votes were chosen, to check them on questions they were not chosen on (eval/answer_type_queries.jsonl).
-eval-answer-types:
-    uv run eval_retrieval.py eval/answer_type_queries.jsonl --db {{db}} --via-mcp
+# The frozen test sets, through the real server: run only when a change is finished, never to choose anything.
+eval-test:
+    uv run eval_retrieval.py eval/test_short.jsonl --db {{db}} --via-mcp
+    uv run eval_retrieval.py eval/test_real.jsonl --db {{db}} --via-mcp
 
-# Guide questions written at the end of the sixth session, after every rule it added, and never tuned on (eval/fresh_queries.jsonl).
-eval-fresh:
-    uv run eval_retrieval.py eval/fresh_queries.jsonl --db {{db}} --via-mcp
-
-# Questions worded unlike the documents (tuning set, then a set checked once after the fusion change), through the server.
-eval-reworded:
-    uv run eval_retrieval.py eval/reworded_queries.jsonl --db {{db}} --via-mcp
-    uv run eval_retrieval.py eval/reworded_check_queries.jsonl --db {{db}} --via-mcp
-
-# Questions in the dev set's style by independent writers (a check set, and a final set run only after the seventh session's ranking changes).
-eval-devstyle:
-    uv run eval_retrieval.py eval/devstyle_check_queries.jsonl --db {{db}} --via-mcp
-    uv run eval_retrieval.py eval/devstyle_final_queries.jsonl --db {{db}} --via-mcp
-
-# Questions in the dev set's style by two more independent writers (eighth session): a check set whose misses were read once, and a final set never read.
-eval-newwriter:
-    uv run eval_retrieval.py eval/newwriter_check_queries.jsonl --db {{db}} --via-mcp
-    uv run eval_retrieval.py eval/newwriter_final_queries.jsonl --db {{db}} --via-mcp
-
-# Questions by one more independent writer (ninth session), written after that session's ranking changes.
-eval-ninth:
-    uv run eval_retrieval.py eval/ninth_check_queries.jsonl --db {{db}} --via-mcp
-
-# 64 in the dev set's category counts by one more writer (tenth session), scored before they were read.
-eval-tenth:
-    uv run eval_retrieval.py eval/tenth_final_queries.jsonl --db {{db}} --via-mcp
-
-# 64 more in the dev set's category counts (twelfth session), scored once before their misses were read.
-eval-eleventh:
-    uv run eval_retrieval.py eval/eleventh_check_queries.jsonl --db {{db}} --via-mcp
-
-# 64 more in the dev set's category counts (twelfth session), scored before and after its changes, never read.
-eval-twelfth:
-    uv run eval_retrieval.py eval/twelfth_final_queries.jsonl --db {{db}} --via-mcp
-
-# 64 more in the dev set's category counts (thirteenth session), scored before and after its change, never read.
-eval-thirteenth:
-    uv run eval_retrieval.py eval/thirteenth_final_queries.jsonl --db {{db}} --via-mcp
-
-# Release questions (eval/release_queries.jsonl, needs a store holding master and v5.5 of esp32/esp32c3), scored with and without idf_version; healthy: hit@5 near 1 with it, wrong release first 0.
+# Release-scope check (eval/release_scope_check.jsonl, needs a store holding master and v5.5 of esp32/esp32c3), scored with and without idf_version; healthy: hit@5 near 1 with it, wrong release first 0.
 eval-releases:
-    uv run eval_retrieval.py eval/release_queries.jsonl --db {{db}} --via-mcp
+    uv run eval_retrieval.py eval/release_scope_check.jsonl --db {{db}} --via-mcp
 
 # Error analysis: for each case not answered first, its rank per retriever and its failure class; healthy: few lines.
 explain queries=gold:

@@ -14,7 +14,6 @@ the chunk (a ``Terms:`` line), where full-text search and the embedder both read
 from __future__ import annotations
 
 import argparse
-import functools
 import re
 import sys
 from collections import Counter, defaultdict
@@ -31,6 +30,7 @@ from chunk_format import (
     with_terms,
 )
 from schema import content_hash, read_jsonl
+from terms import stem
 
 # A pairing must recur this often, and win this share of the part's appearances, to be believed.
 MIN_SUPPORT = 3
@@ -153,20 +153,6 @@ def acronym_readings(part: str, tokens: list[str]) -> set[str]:
         if "".join(t[0] for t in tokens[i : i + size]) == part
         and all(len(t) >= 3 and t not in ACRONYM_STOPWORDS for t in tokens[i : i + size])
     }
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def stem(word: str) -> str:
-    """A crude key folding plural and verb endings, so 'enables'/'enabled'/'enable' vote together.
-
-    Cached: ranking stems every word of the first candidates' texts for each question, and a
-    corpus repeats the same few thousand words."""
-    for suffix in ("ing", "ed", "es", "e", "s"):
-        if suffix == "s" and word.endswith(("ss", "us", "is")):
-            continue
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
 
 
 def register_pairs(text: str) -> list[tuple[str, str]]:

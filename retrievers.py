@@ -19,7 +19,7 @@ from typing import Any
 os.environ.setdefault("LANCEDB_LOG", "error")
 
 from chunk_format import definition_regexes
-from schema import CHUNK_FIELDS, WINDOWS_COLUMN
+from schema import CHUNK_FIELDS, FACT_FIELDS, WINDOWS_COLUMN
 
 CANDIDATE_POOL = 40
 SYMBOL_POOL = 200
@@ -31,27 +31,13 @@ MAX_PLACEHOLDER_RUNS = 3
 # Placeholders the manuals use for a register's index: AES_KEY_n_REG, DMA_CHx_..., so the digits
 # of a concrete name (AES_KEY_3_REG) also match them.
 INDEX_PLACEHOLDERS = ("n", "x", "m")
-QUERY_TOKEN = re.compile(r"[A-Za-z0-9_*]+")
 
-# Every chunk field an agent's result is made from; the content hash stays in the store.
-RESULT_COLUMNS = [f for f in CHUNK_FIELDS if f != "content_hash"]
+# Every chunk field an agent's result is made from, and the passage facts the reranker reads; the
+# content hash stays in the store.
+RESULT_COLUMNS = [*(f for f in CHUNK_FIELDS if f != "content_hash"), *FACT_FIELDS]
 
 
 # -- identifiers in a query ---------------------------------------------------------------------
-
-
-def looks_like_identifier(token: str) -> bool:
-    """Tokens an agent means as a symbol: snake/SCREAMING case, camelCase, or a wildcard pattern."""
-    core = token.strip("*")
-    if len(core) < 3 or core.isdigit() or ("*" in token and len(token.replace("*", "")) < 4):
-        return False
-    return "_" in core or "*" in token or bool(re.search(r"[a-z][A-Z]", core))
-
-
-def query_symbols(query: str) -> list[str]:
-    """The identifier-like tokens of a free-text query, in order, without duplicates."""
-    found = [t for t in QUERY_TOKEN.findall(query) if looks_like_identifier(t)]
-    return list(dict.fromkeys(t.strip("_") if t.strip("_") else t for t in found))[:8]
 
 
 def meant_symbols(symbols: list[str], hits: list[tuple[Any, dict[str, Any]]]) -> list[str]:

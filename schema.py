@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from chip_vocab import DOC_TYPES, chip_ids, chips
+from passage_kinds import KIND_IDS, passage_facts
 from releases import COMMIT, release_series, split_source
 
 LIST_FIELDS = (
@@ -67,6 +68,29 @@ REGISTER_REF = "register:"
 SECTION_REF_SEPARATOR = "#"
 
 
+# What a passage is and states (passage_kinds.py), written once at ingest so that ranking never reads
+# the text for it: one string, integer counts, a flag and three lists.
+FACT_FIELDS = (
+    "kind",
+    "section_depth",
+    "gpio_count",
+    "states_default",
+    "defined_names",
+    "instance_numbers",
+    "counted_terms",
+)
+FACT_TYPES = {
+    "kind": pa.string(),
+    "section_depth": pa.int32(),
+    "gpio_count": pa.int32(),
+    "states_default": pa.bool_(),
+    "defined_names": pa.list_(pa.string()),
+    "instance_numbers": pa.list_(pa.int32()),
+    "counted_terms": pa.list_(pa.string()),
+}
+ROW_FIELDS = (*CHUNK_FIELDS, *FACT_FIELDS)
+
+
 def content_hash(text: str) -> str:
     """Hash of the embedded text: the embedding cache key, so only changed text is re-embedded."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -111,6 +135,7 @@ def make_row(
         "content_hash": content_hash(text),
         "url": url,
     }
+    row.update(passage_facts(text, doc_type, section_path, file_path))
     validate_row(row)
     return row
 
@@ -146,6 +171,30 @@ def validate_row(row: dict[str, Any]) -> None:
         if not any(rev in chips()[c].revisions for c in row["chips"]):
             raise ValueError(f"revision {rev!r} is not published for chips {row['chips']}")
     validate_releases(row)
+    validate_facts(row)
+
+
+def validate_facts(row: dict[str, Any]) -> None:
+    """Raise ValueError naming the first passage fact that is missing or of the wrong type."""
+    missing = [name for name in FACT_FIELDS if name not in row]
+    if missing:
+        raise ValueError(
+            f"chunk row lacks the passage facts {', '.join(missing)}: an older ingest wrote it; "
+            "re-run the ingests (just rebuild)"
+        )
+    if row["kind"] not in KIND_IDS:
+        raise ValueError(f"kind {row['kind']!r} is not one of {', '.join(KIND_IDS)}")
+    for name in ("section_depth", "gpio_count"):
+        if not isinstance(row[name], int) or isinstance(row[name], bool) or row[name] < 0:
+            raise ValueError(f"field {name!r} must be a non-negative integer")
+    if not isinstance(row["states_default"], bool):
+        raise ValueError("field 'states_default' must be true or false")
+    for name in ("defined_names", "counted_terms"):
+        if not isinstance(row[name], list) or not all(isinstance(value, str) for value in row[name]):
+            raise ValueError(f"field {name!r} must be a list of strings")
+    numbers = row["instance_numbers"]
+    if not isinstance(numbers, list) or not all(isinstance(n, int) for n in numbers):
+        raise ValueError("field 'instance_numbers' must be a list of integers")
 
 
 def validate_releases(row: dict[str, Any]) -> None:
@@ -182,6 +231,7 @@ def arrow_schema(vector_dim: int) -> pa.Schema:
             fields.append(pa.field(name, pa.int32()))
         else:
             fields.append(pa.field(name, pa.string()))
+    fields.extend(pa.field(name, FACT_TYPES[name]) for name in FACT_FIELDS)
     fields.append(pa.field("vector", pa.list_(pa.float32(), vector_dim)))
     fields.append(pa.field(WINDOWS_COLUMN, pa.list_(pa.list_(pa.float32(), vector_dim))))
     return pa.schema(fields)

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import lancedb
+
 import fusion
 from chip_vocab import (
     DOC_TYPES,
@@ -24,8 +26,10 @@ from chip_vocab import (
 )
 from embedder import get_embedder, resolve_model_id
 from follow_refs import section_rows
+from query_analysis import QueryAnalysis, analyse, query_symbols
 from query_words import query_terms
 from releases import ReleaseChoice, ReleaseError, ReleaseIndex, choose
+from rerank import Ranker
 from results import (
     RESULT_TEXT_CHARS,
     docs_url,
@@ -41,9 +45,9 @@ from retrievers import (
     definition_rank,
     matched_refs,
     meant_symbols,
-    query_symbols,
 )
 from store import open_store, store_model_id
+from term_stats import NO_STATS, TermStats, read_term_stats
 
 MODES = ("hybrid", "vector", "fts")
 # The query's meant identifiers and the symbol retriever's (definition rank, row) hits for them.
@@ -186,20 +190,23 @@ class StoreIndex:
 
 
 def open_engine(
-    db_uri: str, *, demo_note: str | None = None, reuse: SearchEngine | None = None
+    db_uri: str, *, demo_note: str | None = None, reuse: SearchEngine | None = None, rerank: bool = True
 ) -> SearchEngine:
     """Open the store and the model it was built with (raises StoreError when there is none).
 
     ``reuse``: the engine being replaced after a refresh; its loaded model serves the new table too
     when the store's model is the same, so a refresh does not load (and hold) a second model.
+    ``rerank=False``: no ranker is loaded and candidates keep their fused order (``train_ranker.py``
+    computes the features a ranker is trained on); the server always loads one, and stops without.
     """
     table = open_store(db_uri)
     model_id = resolve_model_id(store_model_id(table))
     if reuse is not None and getattr(reuse.embedder, "model_id", None) == model_id:
-        embedder = reuse.embedder
+        embedder, ranker = reuse.embedder, reuse.ranker
     else:
-        embedder = get_embedder(model_id)
-    return SearchEngine(table, embedder, demo_note=demo_note)
+        embedder, ranker = get_embedder(model_id), Ranker.load() if rerank else None
+    stats = read_term_stats(lancedb.connect(db_uri))
+    return SearchEngine(table, embedder, ranker=ranker, term_stats=stats, demo_note=demo_note)
 
 
 class SearchEngine:
@@ -210,11 +217,15 @@ class SearchEngine:
         table: Any,
         embedder: Any,
         *,
+        ranker: Ranker | None,
+        term_stats: TermStats = NO_STATS,
         demo_note: str | None = None,
         result_chars: int = RESULT_TEXT_CHARS,
     ) -> None:
         self.table = table
         self.embedder = embedder
+        self.ranker = ranker
+        self.term_stats = term_stats
         self.demo_note = demo_note
         self.result_chars = result_chars  # the eval raises it to measure what shortening costs
         self.index = StoreIndex.build(table)
@@ -331,43 +342,42 @@ class SearchEngine:
     ) -> list[dict[str, Any]]:
         """Every candidate within ``where``, best first: one retriever alone, or all of them fused.
 
-        ``doc_type`` is the caller's corpus filter, which some of the answer-kind votes read;
+        ``doc_type`` is the caller's corpus filter, one of the reranker's features;
         ``identifiers``: ``query_identifiers`` already looked up by the caller (looked up here if not);
-        ``observe``: called with each fusion step's name and the order after it (the error analysis
-        asks which step lowered an answer)."""
+        ``observe``: called with each step's name ("fused", "reranked") and the order after it (the
+        error analysis asks which step lowered an answer)."""
         if mode == "fts":
             return self._scored(self.retrievers.fts(query, where), "fts", "_score", lambda s: s)
         vector = self.retrievers.vector(self.embedder.embed_query(query), where)
         if mode == "vector":
             return self._scored(vector, "vector", "_distance", lambda d: 1.0 - d)
-        symbols, hits = identifiers or self.query_identifiers(query, where)
-        led_by_symbols = fusion.symbol_led(query, symbols)
-        kind = fusion.query_kind(query, led_by_symbols)
-        weights = fusion.LEG_WEIGHTS[kind]
-        ranked = fusion.fuse_legs(
-            [
-                fusion.Leg("vector", vector, lambda row: 1.0 - row["_distance"], weights.vector, spread=True),
-                fusion.Leg("fts", self.retrievers.fts(query, where), lambda row: row["_score"], weights.fts),
-            ]
-        )
-        words = fusion.QuestionWords(query)
-        steps: list[tuple[str, fusion.Vote]] = []
-        if symbols:
-            steps.append(
-                (
-                    "symbols",
-                    lambda rows: fusion.fuse_symbols(rows, hits, CANDIDATE_POOL, tiered=led_by_symbols),
-                )
-            )
-        steps += fusion.answer_kind_votes(query, words, kind, doc_type)
-        steps.append(("word spans", lambda rows: fusion.fuse_word_spans(rows, words)))
+        analysis, pool = self.candidates(query, where, vector, identifiers)
         if observe:
-            observe("vector + full text", ranked)
-        for name, step in steps:
-            ranked = step(ranked)
-            if observe:
-                observe(name, ranked)
+            observe("fused", pool)
+        ranked = self.ranker.rerank(analysis, pool, doc_type) if self.ranker else pool
+        if observe:
+            observe("reranked", ranked)
         return ranked
+
+    def candidates(
+        self,
+        query: str,
+        where: str | None,
+        vector: list[dict[str, Any]] | None = None,
+        identifiers: Identifiers | None = None,
+    ) -> tuple[QueryAnalysis, list[dict[str, Any]]]:
+        """The analysed query and the fused candidate pool the reranker orders (``train_ranker.py``
+        computes its features from the same pool)."""
+        analysis = analyse(query, self.term_stats)
+        if vector is None:
+            vector = self.retrievers.vector(self.embedder.embed_query(query), where)
+        symbols, hits = identifiers or self.query_identifiers(query, where)
+        fts = self.retrievers.fts(analysis.search_text, where)
+        legs = [
+            fusion.Leg("vector", vector, lambda row: 1.0 - row["_distance"], spread=True),
+            fusion.Leg("fts", fts, lambda row: row["_score"]),
+        ]
+        return analysis, fusion.gather(legs, hits if symbols else [], CANDIDATE_POOL)
 
     def query_identifiers(self, query: str, where: str | None) -> Identifiers:
         """The identifiers the query means (``retrievers.meant_symbols``) and their symbol hits,

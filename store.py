@@ -13,6 +13,8 @@ from pathlib import Path
 import lancedb
 
 from object_store import describe_failure, is_remote
+from schema import FACT_FIELDS
+from term_stats import has_term_stats
 
 DB_ENV_VAR = "ESP32_DOCS_DB"
 DEFAULT_DB_URI = "./esp_docs.lancedb"
@@ -98,5 +100,11 @@ def open_store(db_uri: str, model_id: str | None = None) -> lancedb.table.Table:
             f"the store at {db_uri} predates follow-up references (no url column); rebuild it, or "
             "re-run each corpus's ingest and embed_and_store.py into it (it adds the column and "
             "re-embeds nothing already cached)"
+        )
+    missing = [name for name in FACT_FIELDS if name not in table.schema.names]
+    if missing or table.count_rows("kind IS NULL") or not has_term_stats(lancedb.connect(db_uri)):
+        raise StoreError(
+            f"the store at {db_uri} predates the passage kinds and term statistics the ranking reads; "
+            "re-run the ingests and embeds into it (`just rebuild`: only changed text is re-embedded)"
         )
     return table

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from embed_and_store import INDEXES, ROW_KEY, embedding_texts, row_key
 from provenance import UNKNOWN
-from schema import CHUNK_FIELDS, WINDOWS_COLUMN, content_hash, validate_row
+from schema import ROW_FIELDS, WINDOWS_COLUMN, content_hash, validate_row
 from store import (
     DB_ENV_VAR,
     DEFAULT_DB_URI,
@@ -105,6 +105,15 @@ def print_counts(rows: list[dict[str, Any]]) -> None:
         print(f"rows per revision: {', '.join(f'{rev} {n}' for rev, n in sorted(revisions.items()))}")
     versions = Counter((r["doc_type"], r["source_version"]) for r in rows)
     print(f"source versions: {', '.join(f'{d}@{v} ({n})' for (d, v), n in sorted(versions.items()))}")
+    kinds = Counter((r["doc_type"], r["kind"]) for r in rows)
+    print("rows per passage kind: " + ", ".join(f"{d} {k} {n}" for (d, k), n in sorted(kinds.items())))
+    stated = Counter(
+        fact
+        for r in rows
+        for fact, holds in (("default", r["states_default"]), ("pins", r["gpio_count"] >= 2))
+        if holds
+    )
+    print(f"rows that state a default: {stated['default']}; that name two GPIOs or more: {stated['pins']}")
     releases = Counter((r["doc_type"], series) for r in rows for series in r["releases"])
     shared = Counter(r["doc_type"] for r in rows if len(r["releases"]) > 1)
     if releases:
@@ -290,7 +299,7 @@ def check_windows(table: lancedb.table.Table, report: Report) -> None:
 
 
 def load_all(table: lancedb.table.Table) -> tuple[list[dict[str, Any]], np.ndarray]:
-    data: pa.Table = table.search().select([*CHUNK_FIELDS, "vector"]).limit(None).to_arrow()
+    data: pa.Table = table.search().select([*ROW_FIELDS, "vector"]).limit(None).to_arrow()
     dim = table.schema.field("vector").type.list_size
     vectors = data.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, dim)
     return data.drop_columns(["vector"]).to_pylist(), vectors

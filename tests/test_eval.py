@@ -98,20 +98,6 @@ def test_lowering_steps_names_each_step_after_which_the_answer_stood_lower() -> 
     assert lowering_steps([("vector + full text", None), ("word spans", 5)]) == [], "found, not lowered"
 
 
-def test_split_selects_own_cases_and_rejects_unknown_splits(tmp_path: Path) -> None:
-    own = tmp_path / "own.jsonl"
-    lines = [
-        '{"id": "a", "category": "c", "query": "q", "must_contain": ["x"], "split": "tune"}',
-        '{"id": "b", "category": "c", "query": "q", "must_contain": ["x"], "split": "heldout"}',
-    ]
-    own.write_text("\n".join(lines) + "\n")
-    assert [c.id for c in load_cases(own, split="heldout")] == ["b"]
-    assert len(load_cases(own)) == 2
-    own.write_text(lines[0].replace("tune", "later") + "\n")
-    with pytest.raises(CaseFileError, match="split 'later'"):
-        load_cases(own, split="tune")
-
-
 def test_via_mcp_scores_the_same_cases_through_the_real_server(
     tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
