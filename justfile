@@ -163,6 +163,6 @@ bench-embed chunks="trm_chunks.jsonl":
 add-release tag *args:
     uv run add_release.py "$@"
 
-# What changed between releases (eval/release_change_queries.jsonl: legacy vs new drivers, driver/ headers, Kconfig renames, defaults), written from the migration guides before any ranking change; needs a store holding v4.4-v6.0; healthy: the right release's passage first with idf_version.
+# What changed between releases (eval/test_release_changes.jsonl: legacy vs new drivers, driver/ headers, Kconfig renames, defaults), written from the migration guides before any ranking change; needs a store holding v4.4-v6.0; healthy: the right release's passage first with idf_version.
 eval-release-changes:
-    uv run eval_retrieval.py eval/release_change_queries.jsonl --db {{db}} --via-mcp
+    uv run eval_retrieval.py eval/test_release_changes.jsonl --db {{db}} --via-mcp
