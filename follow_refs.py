@@ -69,7 +69,8 @@ def section_rows(rows: list[dict[str, Any]], section_path: str) -> tuple[list[di
     """The rows that hold ``section_path`` in document order, and the section path they cover.
 
     A section short enough to share its parent's chunk has no rows of its own: then the parent's
-    chunk that carries its heading holds it.
+    chunk that carries its heading holds it; a section with no text at all opens the nearest
+    enclosing section the file has.
     """
     inside = [
         r
@@ -84,6 +85,10 @@ def section_rows(rows: list[dict[str, Any]], section_path: str) -> tuple[list[di
         for row in rows:
             if row["section_path"] == parent and _has_heading(row["text"], titles[-1]):
                 return [row], row["section_path"]
+        # a section with no text of its own (a heading over a figure) opens the section around it
+        around = [r for r in rows if (r["section_path"] + PATH_SEPARATOR).startswith(parent + PATH_SEPARATOR)]
+        if around:
+            return around, parent
     return [], section_path
 
 

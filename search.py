@@ -542,8 +542,9 @@ class SearchEngine:
         )
         rows.sort(key=lambda row: (row["chunk_index"], row["chips"]))
         section_window: list[dict[str, Any]] = []
+        landed = None
         if section_path is not None:
-            section_window, section_path = section_rows(rows, section_path)
+            section_window, opened = section_rows(rows, section_path)
             if not section_window:
                 scope = " and ".join(f"{k} {v}" for k, v in filters.as_dict().items() if v)
                 heads = list(dict.fromkeys(r["section_path"] for r in rows))[:4]
@@ -553,6 +554,9 @@ class SearchEngine:
                     + (f"; its sections include {heads}" if heads else "")
                 )
             chunk_index = section_window[0]["chunk_index"]
+            if opened != section_path:  # say where the read landed, so a mistyped path is seen
+                landed = f"{path!r} has no section {section_path!r}; this is the section that encloses it"
+            section_path = opened
         anchors = [r for r in rows if r["chunk_index"] == chunk_index]
         if anchors and not idf_version and release.series and not _in_release(anchors[0], release.series):
             # a hit from another release (found with idf_version=): read it in its own release
@@ -604,6 +608,7 @@ class SearchEngine:
                 "source_commit": anchor["source_commit"],
                 "release_sources": anchor["release_sources"],
                 "url": docs_url(anchor, filters.chip) or anchor["url"] or None,
+                **({"note": landed} if landed else {}),
             },
             filters,
         )

@@ -48,15 +48,19 @@ def test_a_section_merged_into_its_parent_chunk_is_found_under_its_heading() -> 
     assert section_rows(rows, "Top > Big part") == ([rows[1]], "Top > Big part")
     assert section_rows(rows, "Top") == (rows, "Top")
     assert section_rows(rows, "Top > Small part") == ([rows[0]], "Top")
-    assert section_rows(rows, "Top > Missing") == ([], "Top > Missing")
+    assert section_rows(rows, "Top > Empty > Deeper") == (rows, "Top")  # the enclosing section
+    assert section_rows(rows, "Elsewhere > Part") == ([], "Elsewhere > Part")
 
 
 def test_read_opens_a_section_and_says_when_it_cannot(engine: SearchEngine) -> None:  # noqa: F811
     read = engine.read(UART_TRM, section_path="ESP32-C3 > UART Controller (UART) > Registers")
     assert [c["chunk_index"] for c in read["chunks"]] == [4, 5]
     assert read["url"].endswith(f"/{UART_TRM}.tex")
-    with pytest.raises(SearchInputError, match="has no section 'ESP32-C3 > Nowhere'; its sections include"):
-        engine.read(UART_TRM, section_path="ESP32-C3 > Nowhere")
+    enclosing = engine.read(UART_TRM, section_path="ESP32-C3 > UART Controller (UART) > Registers > Gone")
+    assert [c["chunk_index"] for c in enclosing["chunks"]] == [4, 5]
+    assert "has no section" in enclosing["note"] and "encloses it" in enclosing["note"]
+    with pytest.raises(SearchInputError, match="has no section 'Nowhere > At all'; its sections include"):
+        engine.read(UART_TRM, section_path="Nowhere > At all")
     with pytest.raises(SearchInputError, match="not both"):
         engine.read(UART_TRM, 0, section_path="ESP32-C3 > UART Controller (UART) > Registers")
     with pytest.raises(SearchInputError, match="chunk_index is required"):

@@ -253,14 +253,15 @@ def test_revision_filter_drops_other_revision_keeps_revisionless(engine: SearchE
     assert "0x7C1" in top["text"] and top["revision_scope"].startswith("ONLY revision v1.3")
 
 
-def test_idf_results_link_the_docs_page_for_the_chip_asked(engine: SearchEngine) -> None:
+def test_results_link_the_docs_page_for_the_chip_asked_or_their_upstream_source(engine: SearchEngine) -> None:
     asked = engine.search("uart_driver_install", chip="esp32c3", doc_type="idf")["results"][0]
     assert asked["url"] == (
         "https://docs.espressif.com/projects/esp-idf/en/latest/esp32c3/api-reference/peripherals/uart.html"
     )
     unasked = engine.search("uart_driver_install", doc_type="idf")["results"][0]
     assert f"/latest/{unasked['chips'][0]}/" in unasked["url"]
-    assert engine.search("UART_CLKDIV_REG", doc_type="trm")["results"][0]["url"] is None
+    # a TRM row links its chapter's .tex upstream instead
+    assert engine.search("UART_CLKDIV_REG", doc_type="trm")["results"][0]["url"].endswith("/10-UART__EN.tex")
 
 
 def test_a_camel_case_unit_or_name_no_symbol_matches_is_not_an_identifier(engine: SearchEngine) -> None:
