@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -34,7 +35,7 @@ from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 import embed_and_store
@@ -45,7 +46,17 @@ from chip_vocab import chip_ids, normalize_chip
 from embed_and_store import resolve_db_uri
 from embedder import get_embedder, user_cache_dir
 from project_scope import Applied, ScopeResolver
-from search import MAX_K, READ_DEFAULT_CHARS, READ_MAX_CHARS, SearchEngine, SearchInputError, open_engine
+from results import RESULT_TEXT_CHARS, without_empty
+from search import (
+    MAX_EXCERPT_CHARS,
+    MAX_K,
+    MIN_EXCERPT_CHARS,
+    READ_DEFAULT_CHARS,
+    READ_MAX_CHARS,
+    SearchEngine,
+    SearchInputError,
+    open_engine,
+)
 from store_watch import DEFAULT_REFRESH_SECONDS, StoreUnavailable, StoreWatch
 
 SAMPLES_DIR = Path(__file__).with_name("samples")
@@ -115,6 +126,16 @@ SearchRevisionArg = Annotated[
     ),
 ]
 KArg = Annotated[int, Field(ge=1, le=MAX_K, description=f"results to return, 1-{MAX_K}")]
+ExcerptCharsArg = Annotated[
+    int | None,
+    Field(
+        ge=MIN_EXCERPT_CHARS,
+        le=MAX_EXCERPT_CHARS,
+        description=f"characters of text per result, {MIN_EXCERPT_CHARS}-{MAX_EXCERPT_CHARS}; default "
+        f"{RESULT_TEXT_CHARS}; fewer keeps an answer small (the heading, a register's address and reset, "
+        "and the lines that match stay), more shows more of each passage",
+    ),
+]
 SymbolArg = Annotated[
     str,
     Field(
@@ -271,8 +292,10 @@ class DocsTools:
                     f"{error} ({applied.envelope['how']} in {where}; pass chip=, revision=, or "
                     "chip='any' to override it)"
                 ) from error
-            # a call may state the scope it really used (read's fallback); it goes first either way
-            return {"scope": payload.pop("scope", applied.envelope), **payload}
+            # a call may state the scope it really used (read's fallback); it goes first either way,
+            # once per answer, without the fields that say nothing (which filters applied always stays)
+            scope = without_empty(payload.pop("scope", applied.envelope), frozenset(("applied",)))
+            return {"scope": scope, **payload}
 
         return self.answer(run)
 
@@ -285,6 +308,7 @@ class DocsTools:
         k: KArg = 5,
         idf_version: IdfVersionArg = None,
         project_dir: ProjectDirArg = None,
+        excerpt_chars: ExcerptCharsArg = None,
     ) -> dict[str, Any]:
         """Hybrid search (meaning + keywords + exact symbols) over ESP32 docs, by chip/doc_type/revision
         and ESP-IDF release. Without chip=, answers for the project scope's chip and revision (see the
@@ -303,6 +327,7 @@ class DocsTools:
                 k=k,
                 idf_version=idf_version,
                 project_release=a.release,
+                excerpt_chars=excerpt_chars,
             ),
         )
 
@@ -314,6 +339,7 @@ class DocsTools:
         k: KArg = 10,
         idf_version: IdfVersionArg = None,
         project_dir: ProjectDirArg = None,
+        excerpt_chars: ExcerptCharsArg = None,
     ) -> dict[str, Any]:
         """Exact symbol lookup (functions, types, macros, registers, fields, Kconfig) across all corpora.
         Without chip=, within the project scope's chip. by_release says in which ESP-IDF releases the
@@ -329,6 +355,7 @@ class DocsTools:
                 k=k,
                 idf_version=idf_version,
                 project_release=a.release,
+                excerpt_chars=excerpt_chars,
             ),
         )
 
@@ -443,14 +470,16 @@ class DocsTools:
 
 
 class DocsServer(MCPServer):
-    """The SDK's server, but a call whose arguments do not fit the tool's schema is refused in the
-    words of every other refusal (``argument_error``), never as the validation library's dump."""
+    """The SDK's server, with two changes to what a client receives: a call whose arguments do not
+    fit the tool's schema is refused in the words of every other refusal (``argument_error``), never
+    as the validation library's dump; and an answer's text is compact JSON (the SDK indents it, which
+    made up about a sixth of a search answer's bytes, all paid from the agent's context)."""
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context | None = None
     ) -> CallToolResult | InputRequiredResult:
         try:
-            return await super().call_tool(name, arguments, context)
+            result = await super().call_tool(name, arguments, context)
         except ToolError as error:
             cause = error.__cause__
             tool = self._tool_manager.get_tool(name)
@@ -459,6 +488,10 @@ class DocsServer(MCPServer):
             raise ToolError(
                 f"Error executing tool {name}: {argument_error(tool.parameters, cause)}"
             ) from cause
+        if not isinstance(result, CallToolResult) or result.structured_content is None:
+            return result
+        text = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
+        return result.model_copy(update={"content": [TextContent(type="text", text=text)]})
 
 
 def argument_error(schema: dict[str, Any], error: ValidationError) -> str:
