@@ -209,6 +209,14 @@ def ensure_demo_store() -> Path:
     if target.is_dir():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    rows = [json.loads(line) for line in DEMO_CHUNKS.read_text(encoding="utf-8").splitlines() if line]
+    texts = sum(len(embed_and_store.embedding_texts({"doc_type": "trm", **row})) for row in rows)
+    print(
+        f"demo store: first start: embedding the sample's {len(rows)} chunks as {texts} texts (a "
+        "register's fields and windows have vectors of their own, as in the full store), about a minute "
+        f"on two cores; later starts reuse {target}",
+        file=sys.stderr,
+    )
     staging = Path(tempfile.mkdtemp(prefix=".demo-build-", dir=target.parent))
     try:
         source = staging / "source"  # outside any git tree: its SOURCE.md pins the sample's commit
@@ -555,7 +563,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--demo", action="store_true", help="serve the bundled TRM sample (built on first use)"
     )
-    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio: one client that starts the server (default); http: streamable HTTP on --host/--port "
+        "for clients that connect (a token is required off loopback)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address for --transport http")
     parser.add_argument("--port", type=int, default=8765, help="port for --transport http")
     parser.add_argument(
