@@ -226,13 +226,15 @@ def test_a_failed_docs_build_stops_its_chip_only_and_a_rerun_resumes(
 def test_a_checkout_with_local_changes_is_refused_before_any_stage(
     world: World, capsys: pytest.CaptureFixture[str], dry_run: bool
 ) -> None:
-    """A tracked file deleted in the ESP-IDF checkout: refused up front, naming the file and the way
+    """A tracked file edited in the ESP-IDF checkout: refused up front, naming the file and the way
     out, instead of failing validate after the whole embed (its rows would say -dirty)."""
-    (world.idf / "docs" / "conf_common.py").unlink()
+    rst = world.idf / "docs" / "en" / "api-reference" / "peripherals" / "uart.rst"
+    rst.write_text(rst.read_text() + "\nA local note.\n")
     assert rebuild.main(world.argv(*(["--dry-run"] if dry_run else []))) == 2
     err = capsys.readouterr().err
     assert f"idf master at {world.idf}: 1 tracked file(s) differ from its commit {world.commit[:12]}" in err
-    assert "D docs/conf_common.py" in err and "git -C PATH stash" in err and "--allow-dirty" in err
+    assert "M docs/en/api-reference/peripherals/uart.rst" in err
+    assert "git -C PATH stash" in err and "--allow-dirty" in err
     assert not world.work.exists()
 
 
