@@ -125,7 +125,7 @@ def test_answers_are_sized_for_an_agent(call: Call) -> None:
     assert all("scope" not in result for result in payload["results"])
     for result in payload["results"]:
         assert "url" not in result and "release_sources" not in result  # TRM rows have neither
-        assert result["revision_scope"] is None  # a field clients read stays, even empty
+        assert {"revision_scope", "revisions", "source_commit"} <= set(result)  # clients read these
     small = call("esp32_docs_search", {**arguments, "excerpt_chars": 300}).structured_content
     assert [r["file_path"] for r in small["results"]] == [r["file_path"] for r in payload["results"]]
     assert sum(len(r["text"]) for r in small["results"]) < sum(len(r["text"]) for r in payload["results"])
