@@ -130,7 +130,7 @@ def test_answers_are_sized_for_an_agent(call: Call) -> None:
     assert [r["file_path"] for r in small["results"]] == [r["file_path"] for r in payload["results"]]
     assert sum(len(r["text"]) for r in small["results"]) < sum(len(r["text"]) for r in payload["results"])
     assert any(r.get("text_truncated") for r in small["results"])
-    assert "excerpt_chars must be an integer from 200 to 4000, got 100" in error_text(
+    assert "excerpt_chars must be an integer from 200 to 4000 (or left out), got 100" in error_text(
         call("esp32_docs_search", {**arguments, "excerpt_chars": 100})
     )
 
