@@ -24,7 +24,7 @@ lint:
 imports:
     uv run import_graph.py
 
-# Serve the MCP server over stdio on the store; healthy: it waits silently for a client.
+# Serve the MCP server over stdio on the store; healthy: one "ready" line on stderr, then it waits for a client.
 serve:
     uv run mcp_server.py --db {{db}}
 
@@ -36,7 +36,7 @@ pack *args:
 install bundle *args:
     uv run bundle.py install --db {{db}} "$@"
 
-# Serve the bundled demo sample (built on first use); healthy: it waits silently for a client.
+# Serve the bundled demo sample; the first start embeds its 119 chunks as 481 texts (about a minute, progress on stderr), later starts reuse it; healthy: then it waits for a client on stdio.
 demo:
     uv run mcp_server.py --demo
 

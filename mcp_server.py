@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -35,7 +36,7 @@ from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 import bundle
@@ -46,7 +47,17 @@ import registers
 from chip_vocab import chip_ids, normalize_chip
 from embedder import get_embedder, user_cache_dir
 from project_scope import Applied, ScopeResolver
-from search import MAX_K, READ_DEFAULT_CHARS, READ_MAX_CHARS, SearchEngine, SearchInputError, open_engine
+from results import RESULT_TEXT_CHARS, without_empty
+from search import (
+    MAX_EXCERPT_CHARS,
+    MAX_K,
+    MIN_EXCERPT_CHARS,
+    READ_DEFAULT_CHARS,
+    READ_MAX_CHARS,
+    SearchEngine,
+    SearchInputError,
+    open_engine,
+)
 from store import resolve_db_uri
 from store_watch import DEFAULT_REFRESH_SECONDS, StoreUnavailable, StoreWatch
 
@@ -119,6 +130,16 @@ SearchRevisionArg = Annotated[
     ),
 ]
 KArg = Annotated[int, Field(ge=1, le=MAX_K, description=f"results to return, 1-{MAX_K}")]
+ExcerptCharsArg = Annotated[
+    int | None,
+    Field(
+        ge=MIN_EXCERPT_CHARS,
+        le=MAX_EXCERPT_CHARS,
+        description=f"characters of text per result, {MIN_EXCERPT_CHARS}-{MAX_EXCERPT_CHARS}; default "
+        f"{RESULT_TEXT_CHARS}; fewer keeps an answer small (the heading, a register's address and reset, "
+        "and the lines that match stay), more shows more of each passage",
+    ),
+]
 SymbolArg = Annotated[
     str,
     Field(
@@ -197,6 +218,14 @@ def ensure_demo_store() -> Path:
     if target.is_dir():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    rows = [json.loads(line) for line in DEMO_CHUNKS.read_text(encoding="utf-8").splitlines() if line]
+    texts = sum(len(embed_and_store.embedding_texts({"doc_type": "trm", **row})) for row in rows)
+    print(
+        f"demo store: first start: embedding the sample's {len(rows)} chunks as {texts} texts (a "
+        "register's fields and windows have vectors of their own, as in the full store), about a minute "
+        f"on two cores; later starts reuse {target}",
+        file=sys.stderr,
+    )
     staging = Path(tempfile.mkdtemp(prefix=".demo-build-", dir=target.parent))
     try:
         source = staging / "source"  # outside any git tree: its SOURCE.md pins the sample's commit
@@ -280,8 +309,10 @@ class DocsTools:
                     f"{error} ({applied.envelope['how']} in {where}; pass chip=, revision=, or "
                     "chip='any' to override it)"
                 ) from error
-            # a call may state the scope it really used (read's fallback); it goes first either way
-            return {"scope": payload.pop("scope", applied.envelope), **payload}
+            # a call may state the scope it really used (read's fallback); it goes first either way,
+            # once per answer, without the fields that say nothing (which filters applied always stays)
+            scope = without_empty(payload.pop("scope", applied.envelope), frozenset(("applied",)))
+            return {"scope": scope, **payload}
 
         return self.answer(run)
 
@@ -294,6 +325,7 @@ class DocsTools:
         k: KArg = 5,
         idf_version: IdfVersionArg = None,
         project_dir: ProjectDirArg = None,
+        excerpt_chars: ExcerptCharsArg = None,
     ) -> dict[str, Any]:
         """Hybrid search (meaning + keywords + exact symbols) over ESP32 docs, by chip/doc_type/revision
         and ESP-IDF release. Without chip=, answers for the project scope's chip and revision (see the
@@ -312,6 +344,7 @@ class DocsTools:
                 k=k,
                 idf_version=idf_version,
                 project_release=a.release,
+                excerpt_chars=excerpt_chars,
             ),
         )
 
@@ -323,6 +356,7 @@ class DocsTools:
         k: KArg = 10,
         idf_version: IdfVersionArg = None,
         project_dir: ProjectDirArg = None,
+        excerpt_chars: ExcerptCharsArg = None,
     ) -> dict[str, Any]:
         """Exact symbol lookup (functions, types, macros, registers, fields, Kconfig) across all corpora.
         Without chip=, within the project scope's chip. by_release says in which ESP-IDF releases the
@@ -338,6 +372,7 @@ class DocsTools:
                 k=k,
                 idf_version=idf_version,
                 project_release=a.release,
+                excerpt_chars=excerpt_chars,
             ),
         )
 
@@ -464,14 +499,16 @@ class DocsTools:
 
 
 class DocsServer(MCPServer):
-    """The SDK's server, but a call whose arguments do not fit the tool's schema is refused in the
-    words of every other refusal (``argument_error``), never as the validation library's dump."""
+    """The SDK's server, with two changes to what a client receives: a call whose arguments do not
+    fit the tool's schema is refused in the words of every other refusal (``argument_error``), never
+    as the validation library's dump; and an answer's text is compact JSON (the SDK indents it, which
+    made up about a sixth of a search answer's bytes, all paid from the agent's context)."""
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context | None = None
     ) -> CallToolResult | InputRequiredResult:
         try:
-            return await super().call_tool(name, arguments, context)
+            result = await super().call_tool(name, arguments, context)
         except ToolError as error:
             cause = error.__cause__
             tool = self._tool_manager.get_tool(name)
@@ -480,6 +517,10 @@ class DocsServer(MCPServer):
             raise ToolError(
                 f"Error executing tool {name}: {argument_error(tool.parameters, cause)}"
             ) from cause
+        if not isinstance(result, CallToolResult) or result.structured_content is None:
+            return result
+        text = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
+        return result.model_copy(update={"content": [TextContent(type="text", text=text)]})
 
 
 def argument_error(schema: dict[str, Any], error: ValidationError) -> str:
@@ -547,7 +588,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--demo", action="store_true", help="serve the bundled TRM sample (built on first use)"
     )
-    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio: one client that starts the server (default); http: streamable HTTP on --host/--port "
+        "for clients that connect (a token is required off loopback)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address for --transport http")
     parser.add_argument("--port", type=int, default=8765, help="port for --transport http")
     parser.add_argument(

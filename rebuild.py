@@ -13,7 +13,8 @@ Stages (see stages.py for the skipping rules), per release R and chip C of sourc
     dedup-src         dedup_chunks.py over the releases -> chunks/src_chunks.jsonl
     embed-trm|idf|src embed_and_store.py into the store (one doc_type each; resumes from its cache)
     validate          validate_store.py
-    eval              eval_retrieval.py on the dev queries -> eval_dev.txt
+    eval              eval_retrieval.py on the dev questions -> eval_dev.txt (when --eval-queries or
+                      $EVAL_QUERIES names them; a clone has none of its own)
 
     uv run rebuild.py --xml ../shared/corpus/idf-xml --xml ../shared/corpus/idf-xml-more
     uv run rebuild.py --dry-run                     # the plan: what would run and why
@@ -81,7 +82,6 @@ MIN_PAGES = 250  # build_idf_docs.sh's default success rule: pages written, not 
 DB_ENV_VAR = "ESP32_DOCS_DB"
 DEFAULT_DB = "esp_docs.lancedb"
 QUERIES_ENV_VAR = "EVAL_QUERIES"
-DEFAULT_QUERIES = REPO.parent / "shared" / "eval" / "dev_queries.jsonl"
 PAGE_ROOT = re.compile(rb"^<document[ >]", re.MULTILINE)
 # A build's pages link to GitHub files at the revision they were built from (commit or tag).
 IDF_LINK = re.compile(r"github\.com/espressif/esp-idf/(?:blob|tree|raw)/([^/\"'\s<>]+)/")
@@ -355,7 +355,7 @@ class Settings:
     db: str
     xml_roots: list[Path]
     chips: ChipSelection
-    queries: Path
+    queries: Path | None  # the dev questions eval scores; None: no eval stage
     docs_jobs: int | None
     min_pages: int
     model: str | None = None
@@ -597,10 +597,13 @@ def pipeline(sources: Sources, settings: Settings) -> tuple[list[Stage], dict[st
             code=code_closure(REPO / "validate_store.py"),
         )
     )
-    if settings.queries.is_file():
-        stages.append(eval_stage(settings, log("eval")))
+    if settings.queries is not None:
+        stages.append(eval_stage(settings, settings.queries, log("eval")))
     else:
-        notes.append(f"eval: no dev queries at {settings.queries} (set {QUERIES_ENV_VAR} or --eval-queries)")
+        notes.append(
+            f"eval: no dev questions given (--eval-queries FILE or ${QUERIES_ENV_VAR}), so no eval stage: "
+            "the store is built and validated without retrieval figures"
+        )
     # cheap stages first, so their failures show early; the embeds overlap the docs builds
     order = [
         "docs",
@@ -618,11 +621,11 @@ def pipeline(sources: Sources, settings: Settings) -> tuple[list[Stage], dict[st
     return stages, batches, notes
 
 
-def eval_stage(settings: Settings, log: Path) -> Stage:
-    """Score the dev queries on the new store; the report is kept next to the chunks."""
+def eval_stage(settings: Settings, queries: Path, log: Path) -> Stage:
+    """Score the dev questions on the new store; the report is kept next to the chunks."""
     report = settings.work / "eval_dev.txt"
 
-    argv = [PY, str(REPO / "eval_retrieval.py"), str(settings.queries), "--db", settings.db]
+    argv = [PY, str(REPO / "eval_retrieval.py"), str(queries), "--db", settings.db]
 
     def evaluate() -> Outcome:
         done = run_command(argv, log)
@@ -634,10 +637,10 @@ def eval_stage(settings: Settings, log: Path) -> Stage:
     return Stage(
         "eval",
         evaluate,
-        f"score {settings.queries.name}",
+        f"score {queries.name}",
         deps=("validate",),
         params={"command": " ".join(argv[1:])},
-        inputs={"queries": lambda: file_digest(settings.queries)},
+        inputs={"queries": lambda: file_digest(queries)},
         code=code_closure(REPO / "eval_retrieval.py"),
         outputs={"report": lambda: file_digest(report)},
     )
@@ -677,7 +680,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--eval-queries",
         type=Path,
-        help=f"dev queries (default ${QUERIES_ENV_VAR} or ../shared/eval/dev_queries.jsonl)",
+        help=f"dev questions (JSONL) the eval stage scores the new store on (default ${QUERIES_ENV_VAR}; "
+        "without either, no eval stage)",
     )
     parser.add_argument(
         "--docs-jobs",
@@ -707,7 +711,12 @@ def settings_from_args(args: argparse.Namespace, sources: Sources) -> Settings:
         raise SourcesError(f"--docs-jobs must be a positive number, got {args.docs_jobs}")
     if args.min_pages < 1:
         raise SourcesError(f"--min-pages must be a positive number, got {args.min_pages}")
-    queries = args.eval_queries or Path(os.environ.get(QUERIES_ENV_VAR) or DEFAULT_QUERIES)
+    queries = args.eval_queries or (
+        Path(os.environ[QUERIES_ENV_VAR]) if os.environ.get(QUERIES_ENV_VAR) else None
+    )
+    if queries is not None and not queries.is_file():
+        # asked for figures: a missing file is refused now, not found missing after the embed
+        raise SourcesError(f"--eval-queries / ${QUERIES_ENV_VAR}: no file at {queries}")
     db = args.db or os.environ.get(DB_ENV_VAR) or DEFAULT_DB
     return Settings(
         work=args.work_dir.resolve(),

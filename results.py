@@ -17,6 +17,22 @@ from chunk_format import FIELDS_LINE, REGISTER_CHUNK_HEAD
 from follow_refs import follow_up
 
 RESULT_TEXT_CHARS = 2400
+# The fields every client reads, shown even when empty (the smoke client, the eval and agents' prompts
+# rely on them); any other field appears only when it holds something, so no answer pays for empties.
+ALWAYS_SHOWN = frozenset(
+    (
+        "text",
+        "doc_type",
+        "chips",
+        "revisions",
+        "revision_scope",
+        "section_path",
+        "file_path",
+        "chunk_index",
+        "source_version",
+        "source_commit",
+    )
+)
 IDF_DOCS_URL = "https://docs.espressif.com/projects/esp-idf/en/latest/{chip}/{path}.html"
 
 
@@ -231,7 +247,17 @@ def format_result(
     }
     if variants:
         result["chip_variants"] = [{"chips": v["chips"], "chunk_index": v["chunk_index"]} for v in variants]
-    return result
+    return without_empty(result, ALWAYS_SHOWN)
+
+
+def without_empty(fields: dict[str, Any], keep: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """``fields`` without the ones that say nothing (None, False, empty) unless named in ``keep``:
+    an agent reads ``text_truncated`` only when it is true and ``url`` only where there is one."""
+    return {key: value for key, value in fields.items() if key in keep or not _empty(value)}
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value is False or (isinstance(value, (str, list, dict)) and not value)
 
 
 def round_robin(groups: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:

@@ -54,6 +54,9 @@ MODES = ("hybrid", "vector", "fts")
 Identifiers = tuple[list[str], list[tuple[tuple[int, int, int, int], dict[str, Any]]]]
 MAX_K = 20
 MAX_QUERY_CHARS = 2000
+# The characters of text a caller may ask for per result (excerpt_chars); the default is the engine's.
+MIN_EXCERPT_CHARS = 200
+MAX_EXCERPT_CHARS = 4000
 # Rows fetched to count a symbol's hits per corpus; totals at this cap are reported as lower bounds.
 SYMBOL_COUNT_CAP = 5000
 READ_DEFAULT_CHARS = 8000
@@ -137,6 +140,21 @@ def validate_k(k: int) -> int:
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise SearchInputError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
     return k
+
+
+def validate_excerpt_chars(excerpt_chars: int | None) -> int | None:
+    if excerpt_chars is None:
+        return None
+    if (
+        isinstance(excerpt_chars, bool)
+        or not isinstance(excerpt_chars, int)
+        or not MIN_EXCERPT_CHARS <= excerpt_chars <= MAX_EXCERPT_CHARS
+    ):
+        raise SearchInputError(
+            f"excerpt_chars must be an integer from {MIN_EXCERPT_CHARS} to {MAX_EXCERPT_CHARS}, "
+            f"got {excerpt_chars!r}"
+        )
+    return excerpt_chars
 
 
 def validate_query(query: str) -> str:
@@ -244,12 +262,15 @@ class SearchEngine:
         mode: str = "hybrid",
         idf_version: str | None = None,
         project_release: ProjectRelease = None,
+        excerpt_chars: int | None = None,
     ) -> dict[str, Any]:
-        """Top-k passages for ``query`` within the filters, with which retrievers found each."""
+        """Top-k passages for ``query`` within the filters, with which retrievers found each; each
+        text shortened to ``excerpt_chars`` (default: the engine's ``result_chars``)."""
         query = validate_query(query)
         filters = validate_filters(chip, doc_type, revision)
         filters = filters.with_release(self.release_for(idf_version, filters.chip, project_release))
         k = validate_k(k)
+        budget = validate_excerpt_chars(excerpt_chars) or self.result_chars
         if mode not in MODES:
             raise SearchInputError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
         where = filters.where()
@@ -259,7 +280,7 @@ class SearchEngine:
             self.rank(query, where, mode, doc_type=filters.doc_type, identifiers=identifiers)
         )
         terms = query_terms(query)
-        results = [self._result(row, filters.chip, symbols, terms) for row in ranked[:k]]
+        results = [self._result(row, filters.chip, symbols, terms, budget) for row in ranked[:k]]
         payload = {
             "query": query,
             "mode": mode,
@@ -405,6 +426,7 @@ class SearchEngine:
         k: int = 10,
         idf_version: str | None = None,
         project_release: ProjectRelease = None,
+        excerpt_chars: int | None = None,
     ) -> dict[str, Any]:
         """Exact (case-insensitive) symbol lookup, interleaved across corpora, with per-corpus totals,
         and in which ESP-IDF releases the symbol exists."""
@@ -412,6 +434,7 @@ class SearchEngine:
         unreleased = validate_filters(chip, doc_type, None)
         filters = unreleased.with_release(self.release_for(idf_version, unreleased.chip, project_release))
         k = validate_k(k)
+        budget = validate_excerpt_chars(excerpt_chars) or self.result_chars
         rows = self.retrievers.symbols([symbol], filters.where(), SYMBOL_COUNT_CAP)
         per_corpus: dict[str, list[dict[str, Any]]] = {
             doc: [] for doc in ([filters.doc_type] if filters.doc_type else DOC_TYPES)
@@ -424,7 +447,9 @@ class SearchEngine:
         interleaved = round_robin(list(per_corpus.values()))[:k]
         results = []
         for row in interleaved:
-            result = self._result({**row, "matched_by": ["symbol"], "score": None}, filters.chip, [symbol])
+            result = self._result(
+                {**row, "matched_by": ["symbol"], "score": None}, filters.chip, [symbol], budget=budget
+            )
             result["matched_symbols"] = matched_refs(row["symbol_refs"], [symbol])
             results.append(result)
         total = sum(totals.values())
@@ -662,9 +687,14 @@ class SearchEngine:
     # -- shared -------------------------------------------------------------------------------
 
     def _result(
-        self, row: dict[str, Any], chip: str | None, focus: list[str], terms: list[str] | None = None
+        self,
+        row: dict[str, Any],
+        chip: str | None,
+        focus: list[str],
+        terms: list[str] | None = None,
+        budget: int | None = None,
     ) -> dict[str, Any]:
-        return format_result(row, chip, focus, terms, self.result_chars)
+        return format_result(row, chip, focus, terms, budget or self.result_chars)
 
     def _envelope(self, payload: dict[str, Any], filters: Filters | None = None) -> dict[str, Any]:
         if filters is not None and filters.release is not None:

@@ -289,6 +289,7 @@ class Tree:
     notes: list[str] = field(default_factory=list)
     missing_submodules: list[Submodule] = field(default_factory=list)
     pending: str = ""  # plan mode: what a fetch would do; the tree is not there yet
+    changed: list[str] = field(default_factory=list)  # `git status` lines of tracked files that differ
 
     @property
     def ready(self) -> bool:
@@ -346,12 +347,48 @@ def hide_absent_blobs(tree: Path) -> list[str]:
     return [f"{len(absent)} file(s) whose contents the object store lacks marked skip-worktree ({sample})"]
 
 
-def _dirty_note(tree: Path) -> list[str]:
-    changed = git("status", "--porcelain", "--untracked-files=no", cwd=tree).splitlines()
-    if not changed:
-        return []
-    sample = ", ".join(line[3:] for line in changed[:3]) + (", ..." if len(changed) > 3 else "")
-    return [f"{len(changed)} tracked file(s) differ from the commit ({sample})"]
+def _tracked_changes(tree: Path) -> list[str]:
+    """The `git status` lines of tracked files that differ from the tree's commit. Untracked files
+    (a docs build's output, say) are left alone: they change neither what is built nor `git describe`."""
+    return git("status", "--porcelain", "--untracked-files=no", cwd=tree).splitlines()
+
+
+def _changes_sample(changed: Sequence[str]) -> str:
+    return ", ".join(line.strip() for line in changed[:3]) + (", ..." if len(changed) > 3 else "")
+
+
+def refuse_or_note_changes(trees: Sequence[Tree], allow_dirty: bool) -> None:
+    """Refuse trees with local changes before anything is built, saying which files and what to do;
+    with ``allow_dirty``, note them instead.
+
+    Refused by default because a store built from such a tree fails only at its end: the ingests
+    stamp each row with the tree's `git describe`, which says -dirty, while docs builds reused for
+    that release are of the clean commit, and validate refuses a release built from two trees, after
+    the whole embed (47 minutes in one such run). A local change is built only when asked for."""
+    dirty = [tree for tree in trees if tree.changed]
+    if not dirty:
+        return
+    if allow_dirty:
+        for tree in dirty:
+            tree.notes.append(
+                f"{len(tree.changed)} tracked file(s) differ from the commit "
+                f"({_changes_sample(tree.changed)}); built as they are (--allow-dirty): its rows record "
+                "a -dirty build"
+            )
+        return
+    lines = [
+        f"{tree.label} at {tree.path}: {len(tree.changed)} tracked file(s) differ from its commit "
+        f"{tree.commit[:12]} ({_changes_sample(tree.changed)})"
+        for tree in dirty
+    ]
+    raise SourcesError(
+        "source trees with local changes, refused before any stage runs:\n  "
+        + "\n  ".join(lines)
+        + "\nTheir rows would record a -dirty build beside docs builds of the clean commit, and validate "
+        "refuses a release built from two trees (after the whole embed). Restore each tree "
+        "(git -C PATH stash, or git -C PATH checkout -- .), name a clean checkout, or pass --allow-dirty "
+        "to build the local changes deliberately."
+    )
 
 
 def _trm_tree(pins: Pins, trm_path: Path | None, cache: Path, mode: Mode) -> Tree:
@@ -369,9 +406,12 @@ def _trm_tree(pins: Pins, trm_path: Path | None, cache: Path, mode: Mode) -> Tre
                 f"TRM_PATH {trm_path} is at {prov.commit}, but {pins.file.name} pins {pins.trm_commit}; "
                 "check out the pinned commit or bump trm.commit"
             )
-        is_git = _head(trm_path) is not None
-        notes = _dirty_note(trm_path) if is_git else ["plain copy, commit from its SOURCE.md"]
-        return Tree("trm", trm_path, prov.commit, prov.version, "TRM_PATH", notes)
+        if _head(trm_path) is None:
+            notes = ["plain copy, commit from its SOURCE.md"]
+            return Tree("trm", trm_path, prov.commit, prov.version, "TRM_PATH", notes)
+        return Tree(
+            "trm", trm_path, prov.commit, prov.version, "TRM_PATH", changed=_tracked_changes(trm_path)
+        )
     dest = cache / "esp-technical-reference-manual-latex"
     if _head(dest) != pins.trm_commit:
         if mode == "plan":
@@ -383,7 +423,7 @@ def _trm_tree(pins: Pins, trm_path: Path | None, cache: Path, mode: Mode) -> Tre
             )
         fetch_commit(pins.trm_url, pins.trm_commit, dest)
     version = git("describe", "--tags", "--always", cwd=dest)
-    return Tree("trm", dest, pins.trm_commit, version, "cache", _dirty_note(dest))
+    return Tree("trm", dest, pins.trm_commit, version, "cache", changed=_tracked_changes(dest))
 
 
 def _match_checkouts(pins: Pins, candidates: Iterable[tuple[Path, str]]) -> tuple[dict[str, Path], list[str]]:
@@ -480,7 +520,7 @@ def _release_tree(
         )
     hidden = hide_absent_blobs(path) if mode != "plan" else []  # a dry run changes nothing
     version = git("describe", "--tags", "--always", cwd=path)
-    tree = Tree(label, path, release.commit, version, origin, hidden + _dirty_note(path))
+    tree = Tree(label, path, release.commit, version, origin, hidden, changed=_tracked_changes(path))
     _verify_release(tree, release, mode)
     return tree
 
@@ -493,11 +533,13 @@ def resolve(
     idf_paths: Sequence[tuple[Path, str]],
     releases: Sequence[str] | None = None,
     mode: Mode = "fetch",
+    allow_dirty: bool = False,
 ) -> tuple[Sources, list[str]]:
     """Every pinned tree, verified; plus notes on given checkouts that were not used and why.
 
     ``idf_paths`` are (path, where it was named) pairs; ``mode`` "plan" fetches nothing and marks
-    what it would fetch, "offline" fails where a fetch would be needed.
+    what it would fetch, "offline" fails where a fetch would be needed. A tree with local changes is
+    refused unless ``allow_dirty`` (``refuse_or_note_changes``).
     """
     chosen = list(releases) if releases is not None else list(pins.releases)
     unknown = [name for name in chosen if name not in pins.releases]
@@ -511,6 +553,7 @@ def resolve(
         name: _release_tree(pins, pins.releases[name], given.get(name), skipped, cache, mode)
         for name in chosen
     }
+    refuse_or_note_changes([trm, *trees.values()], allow_dirty)
     return Sources(pins, trm, trees), skipped
 
 
@@ -609,6 +652,12 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--releases", help="comma-separated release names (default: every pinned release)")
     parser.add_argument("--offline", action="store_true", help="never fetch; use checkouts and the cache")
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="build trees with local changes to tracked files as they are (refused by default: their "
+        "rows record a -dirty build)",
+    )
 
 
 def resolve_from_args(args: argparse.Namespace, mode: Mode) -> tuple[Sources, list[str]]:
@@ -623,7 +672,9 @@ def resolve_from_args(args: argparse.Namespace, mode: Mode) -> tuple[Sources, li
         trm_path=trm_path,
         idf_paths=checkouts_from_env(args.idf_path),
         releases=releases,
-        mode="offline" if args.offline and mode == "fetch" else mode,
+        # offline never fetches, so a dry run (plan) with --offline checks as the real run would
+        mode="offline" if args.offline else mode,
+        allow_dirty=args.allow_dirty,
     )
 
 

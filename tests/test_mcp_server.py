@@ -112,6 +112,29 @@ def test_search_returns_structured_results(call: Call) -> None:
     assert "corpus_note" not in payload
 
 
+def test_answers_are_sized_for_an_agent(call: Call) -> None:
+    """Compact JSON text, the scope once without its empty fields, no empty result fields, and a
+    smaller excerpt on request."""
+    arguments = {"query": "UART baud rate", "chip": "esp32c3", "doc_type": "trm", "k": 3}
+    full = call("esp32_docs_search", arguments)
+    payload = full.structured_content
+    assert full.content[0].text == json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    scope = payload["scope"]
+    assert scope["applied"] == {"chip": "esp32c3", "revision": None}  # which filters applied: always there
+    assert all(value not in (None, [], {}) for key, value in scope.items() if key != "applied")
+    assert all("scope" not in result for result in payload["results"])
+    for result in payload["results"]:
+        assert "url" not in result and "release_sources" not in result  # TRM rows have neither
+        assert {"revision_scope", "revisions", "source_commit"} <= set(result)  # clients read these
+    small = call("esp32_docs_search", {**arguments, "excerpt_chars": 300}).structured_content
+    assert [r["file_path"] for r in small["results"]] == [r["file_path"] for r in payload["results"]]
+    assert sum(len(r["text"]) for r in small["results"]) < sum(len(r["text"]) for r in payload["results"])
+    assert any(r.get("text_truncated") for r in small["results"])
+    assert "excerpt_chars must be an integer from 200 to 4000 (or left out), got 100" in error_text(
+        call("esp32_docs_search", {**arguments, "excerpt_chars": 100})
+    )
+
+
 def test_find_symbol_read_and_list_chips_over_mcp(call: Call) -> None:
     found = call("esp32_docs_find_symbol", {"symbol": "aes_key_3_reg", "chip": "esp32c3"}).structured_content
     assert found["totals_by_doc_type"] == {"idf": 0, "trm": 1, "src": 1}
