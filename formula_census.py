@@ -148,15 +148,23 @@ _WRAPPER = re.compile(r"\\(" + _TEXT_WRAPPERS + r")(?![A-Za-z])\s*(?:\[[^\]]*\])
 # characters typed into formulas for operators: a multiplication sign, a dash for minus
 _UNICODE_MATH = {"×": " \\times ", "·": " \\cdot ", "−": "-", "–": "-", "≤": " \\leq ", "≥": " \\geq "}
 _LABEL = re.compile(r"\\label\{[^{}]*\}")
-_SWITCHES = re.compile(r"\\(?:rm|it|bf|tt|sf|displaystyle|textstyle)(?![A-Za-z])")
-_NAME_GROUP = re.compile(r"(?<![}\]A-Za-z])\{\s*([A-Za-z][A-Za-z0-9]*(?:\\_[A-Za-z0-9]+)*)\s*\}(?=[_^])")
+_SWITCHES = re.compile(r"\\(?:rm|it|bf|tt|sf|displaystyle|textstyle)(?![A-Za-z])\s*")
+_NAME_GROUP = re.compile(r"\{\s*([A-Za-z][A-Za-z0-9]*(?:\\_[A-Za-z0-9]+)*)\s*\}")
 _SCRIPT_GROUP = re.compile(r"(?<!\\)\{(?=\s*[_^])")
 _WORD_FUNCTION = re.compile(r"(?<![A-Za-z\\])(ceil|floor)\s*\(")
 _LATEX_RELATIONS = re.compile(r"\\(?:leq?|geq?|neq?|approx|equiv|lt|gt)(?![A-Za-z])|[=<>]")
 _TEXT_RELATIONS = re.compile(r" (?:<=|>=|!=|=|<|>|≈|≡) ")
 _SPACING = re.compile(r"\\(?:[,;:! ]|quad|qquad)|~")
 _SUM_HEAD = re.compile(r"(sum|product) over ([^\W\d]\w*)=([^ ]+?)\.\.([^ ]+?) of \(")
-_FUNCTIONS = {"floor": "floor", "ceil": "ceiling", "sqrt": "sqrt", "Sum": "Sum", "Product": "Product"}
+_LOG_BASE = re.compile(r"(?<![\w])log_(\d+)\(")
+_FUNCTIONS = {
+    "log": "log",
+    "floor": "floor",
+    "ceil": "ceiling",
+    "sqrt": "sqrt",
+    "Sum": "Sum",
+    "Product": "Product",
+}
 
 
 def _matching(text: str, open_pos: int, pair: str = "{}") -> int:
@@ -176,7 +184,7 @@ def _unwrap_text_macros(latex: str) -> str:
     The argument joins the text around it (``CH\\regindex{n}`` is the name ``CHn``); it stays a
     group only as a script's argument. Labels and font switches print nothing.
     """
-    latex = _LABEL.sub("", _SWITCHES.sub(" ", latex))
+    latex = _LABEL.sub("", _SWITCHES.sub("", latex))
     while match := _WRAPPER.search(latex):
         pos = match.end()
         if match.group(1) in ("textcolor", "colorbox", "href", "hyperlink"):
@@ -201,13 +209,22 @@ def _unwrap_text_macros(latex: str) -> str:
 
 def _plain_groups(latex: str) -> str:
     """Drop braces that only group: ``{X}_{i}`` is ``X_{i}``, ``4{^2}`` is ``4^2``."""
-    latex = _NAME_GROUP.sub(r"\1", latex)
+    latex = _NAME_GROUP.sub(_ungroup_name, latex)
     while match := _SCRIPT_GROUP.search(latex):
         end = _matching(latex, match.start())
         if end < 0:
             break
         latex = latex[: match.start()] + latex[match.start() + 1 : end] + latex[end + 1 :]
     return latex
+
+
+def _ungroup_name(match: re.Match[str]) -> str:
+    """A braced name is the name (``ch{n}`` is ``chn``) unless the braces are a macro's or a script's."""
+    before = match.string[: match.start()]
+    stem = before.rstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+    if before.endswith(("}", "]", "_", "^")) or (stem != before and stem.endswith("\\")):
+        return match.group()
+    return match.group(1)
 
 
 def _function_brackets(latex: str) -> str:
@@ -305,6 +322,11 @@ def text_for_sympy(text: str, symbols: Symbols) -> str:
         function = "Sum" if match.group(1) == "sum" else "Product"
         bounds = f"({match.group(2)}, {match.group(3)}, {match.group(4)})"
         text = f"{text[: match.start()]}{function}(({body}), {bounds}){text[end + 1 :]}"
+    while match := _LOG_BASE.search(text):
+        end = _matching(text, match.end() - 1, "()")
+        if end < 0:
+            raise ValueError("unbalanced logarithm")
+        text = f"{text[: match.start()]}log(({text[match.end() : end]}), {match.group(1)}){text[end + 1 :]}"
     out: list[str] = []
     pos = 0
     while pos < len(text):

@@ -83,10 +83,10 @@ _CLOSERS = {")": ")", "]": "]", "}": "}", "rfloor": "floor", "rceil": "ceil", "r
 _PAIRS = {"(": ")", "[": "]", "{": "}", "floor": "floor", "ceil": "ceil", "<": ">"}
 _RELATIONS = frozenset({"=", "<", ">", "<=", ">=", "!=", "≈", "≡", "~", "→", "←", "⇒", "⇐", "↔", "⇔"})
 _LOOSE = _RELATIONS | {"+", "-", "±", "∓", ",", ";", ":", "mod", "in", "not in", "⊕", "|"}
-_LOOSE |= {"⊗", "∧", "∨", "⊂", "⊆", "∪", "∩", "<<", ">>"}
+_LOOSE |= {"⊗", "∧", "∨", "⊂", "⊆", "∪", "∩", "<<", ">>", "||"}
 
 _CHARS = re.compile(
-    r"(?P<space>\s+)|(?P<word>[A-Za-z][A-Za-z0-9]*|\d+(?:\.\d+)?)|(?P<op><=|>=|!=|[-+*/=<>,;:|!'.])"
+    r"(?P<space>\s+)|(?P<word>[A-Za-z][A-Za-z0-9]*|\d+(?:\.\d+)?)|(?P<op><<|>>|<=|>=|!=|\|\||[-+*/=<>,;:|!'.])"
     r"|(?P<open>[(\[])|(?P<close>[)\]])|(?P<sub>_)|(?P<sup>\^)|(?P<amp>&)|(?P<other>.)",
     re.DOTALL,
 )
@@ -237,14 +237,15 @@ class _Parser:
             return _tokens([given[index]])
         return self._next_script_argument()
 
-    def _next_script_argument(self) -> list[_Tok]:
+    def _next_script_argument(self, superscript: bool = False) -> list[_Tok]:
         if self.pos >= len(self.toks):
             raise Unrenderable("an argument is missing")
         tok = self.toks[self.pos]
         self.pos += 1
         if tok.kind == "word" and len(tok.text) > 1 and "_" not in tok.text:
-            # TeX takes one character: x^10 is x^1 followed by 0
-            self.toks.insert(self.pos, _Tok("word", tok.text[1:], space=True))
+            # TeX takes one character: x^10 is x^1 followed by 0; a subscript run such as
+            # sw\_init_key or line_number is read as the name its author typed
+            self.toks.insert(self.pos, _Tok("word", tok.text[1:], space=superscript))
             return [_Tok("word", tok.text[0])]
         if tok.kind in ("group", "word", "macro"):
             return _group_tokens(tok)
@@ -261,7 +262,7 @@ class _Parser:
         while self.pos < len(self.toks) and self.toks[self.pos].kind in ("sub", "sup"):
             kind = self.toks[self.pos].kind
             self.pos += 1
-            arg = self._next_script_argument()
+            arg = self._next_script_argument(superscript=kind == "sup")
             if kind == "sup" and all(t.kind == "macro" and t.text == "prime" for t in arg) and arg:
                 sup = (sup or "") + "'" * len(arg)
                 continue
@@ -500,7 +501,8 @@ def _join(items: list[_Item]) -> tuple[str, int]:
 def _reads_as_call(before: str, after: str) -> bool:
     """A name followed by a bracket reads as a call unless the name is a function's."""
     name = re.search(r"[A-Za-z_][\w']*$", before)
-    return after.startswith("(") and name is not None and name.group() not in _FUNCTION_WORDS
+    # log_2(x) is the function log to base 2
+    return after.startswith("(") and name is not None and name.group().split("_")[0] not in _FUNCTION_WORDS
 
 
 def _bracketed_whole(text: str) -> bool:

@@ -52,6 +52,9 @@ def test_a_rendering_that_drops_brackets_is_caught() -> None:
         (r"f_{clk}", "f_clk", fc.NOT_EXPRESSION),
         (r"f_{clk}", "f_xtal", fc.MISMATCH),
         (r"a \bmod b", "a mod b", fc.NO_PARSE),
+        (r"\log_2\left(\frac{a}{b}\right)", "log_2(a/b)", fc.EQUAL),
+        (r"\log_2\left(\frac{a}{b}\right)", "log_2 * (a/b)", fc.MISMATCH),
+        (r"\textrm{ch}\textcolor{red}{\it{n}} + 1", "chn + 1", fc.EQUAL),
     ],
 )
 def test_compare_evaluates_both_sides(latex: str, rendered: str, outcome: str) -> None:

@@ -36,6 +36,8 @@ from latex_parser import latex_to_text
         (r"$(a+1)(b+1)$", "(a + 1)(b + 1)"),
         (r"$k\Omega$", "k Ω"),
         (r"\begin{math}4{^2}\end{math}", "4^2"),
+        (r"$\log_2\left(\frac{f_{clk}}{f_{PWM} \cdot D}\right)$", "log_2(f_clk/(f_PWM * D))"),
+        (r"$sw\_init_key$, $line_number - 1$", "sw_init_key, line_number - 1"),
     ],
 )
 def test_formulas_render_with_their_meaning(latex: str, text: str) -> None:
