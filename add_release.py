@@ -78,7 +78,7 @@ class StoreSize:
 
 def store_size(db: str) -> StoreSize:
     """Rows per doc_type (one vector each) and bytes on disk of a local store (zeros when absent)."""
-    from embed_and_store import StoreError, open_store
+    from store import StoreError, open_store
 
     path = Path(db)
     disk = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0

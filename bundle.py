@@ -50,6 +50,8 @@ from embedder import MINILM_ID, MINILM_INT8_ID, MINILM_SHA256, minilm_model_dir,
 from object_store import describe_failure, is_remote
 from schema import WINDOWS_COLUMN
 from store import TABLE_NAME, StoreError, open_store, resolve_db_uri, store_model_id, store_vector_dim
+from term_stats import TABLE_NAME as TERM_STATS_TABLE
+from term_stats import write_term_stats
 
 REPO = Path(__file__).resolve().parent
 BUNDLE_FORMAT = 1
@@ -157,11 +159,13 @@ def file_hashes(root: Path) -> dict[str, dict[str, Any]]:
 
 
 def compacted_copy(db_uri: str, staging: Path) -> Path:
-    """The store's chunks table alone, copied and compacted to one version without history."""
+    """The store's chunks table and its term statistics, copied and compacted to one version without
+    history (the embedding cache stays behind: a served store never embeds a document)."""
     open_store(db_uri)  # refuses a missing, empty or foreign store with its own message
     copy = staging / STORE_DIR
     copy.mkdir(parents=True)
-    shutil.copytree(Path(db_uri) / f"{TABLE_NAME}.lance", copy / f"{TABLE_NAME}.lance")
+    for name in (TABLE_NAME, TERM_STATS_TABLE):
+        shutil.copytree(Path(db_uri) / f"{name}.lance", copy / f"{name}.lance")
     table = lancedb.connect(str(copy)).open_table(TABLE_NAME)
     with warnings.catch_warnings():  # it warns of readers of old versions: this copy has none
         warnings.simplefilter("ignore", UserWarning)
@@ -374,6 +378,7 @@ def publish(source_uri: str, target_uri: str, manifest: dict[str, Any]) -> int:
         held = target.count_rows()
         raise StoreError(f"after publishing, {target_uri} holds {held} rows, not {new.num_rows}")
     compact_best_effort(target, "indexing and compacting the published store")
+    write_term_stats(db, target)
     write_manifest_table(db, {**manifest, "table": {"name": TABLE_NAME, "version": target.version}})
     return int(target.version)
 

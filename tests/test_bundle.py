@@ -71,7 +71,9 @@ def test_the_manifest_records_what_the_store_holds(packed: tuple[Path, Path, dic
     with tarfile.open(out) as tar:
         names = tar.getnames()
     assert names[0] == bundle.MANIFEST_NAME and sorted(names[1:]) == sorted(manifest["files"])
-    assert all(name.startswith(f"{bundle.STORE_DIR}/chunks.lance/") for name in manifest["files"])
+    tables = (f"{bundle.STORE_DIR}/chunks.lance/", f"{bundle.STORE_DIR}/term_stats.lance/")
+    assert all(name.startswith(tables) for name in manifest["files"])
+    assert any(name.startswith(tables[1]) for name in manifest["files"]), "the term statistics travel along"
 
 
 def test_an_installed_bundle_answers_like_its_source_and_shows_its_manifest(
