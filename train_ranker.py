@@ -27,12 +27,12 @@ import lightgbm
 import numpy as np
 from tqdm import tqdm
 
-from embed_and_store import StoreError, resolve_db_uri
 from eval_retrieval import Case, answers, in_case_release, load_cases, with_releases
 from features import CATEGORICAL, FEATURE_VERSION, FEATURES, feature_matrix
 from metrics import DEPTH, Report
 from rerank import MODEL_PATH
 from search import SearchEngine, SearchInputError, open_engine, validate_filters
+from store import StoreError, resolve_db_uri
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_POOLS = sorted((HERE / "eval").glob("pool_*.jsonl"))
