@@ -23,7 +23,7 @@ from passage_kinds import KIND_IDS
 from query_analysis import INTENTS, QueryAnalysis
 from terms import STOPWORDS, content_stems, stem, words
 
-FEATURE_VERSION = "passage-kinds-1"
+FEATURE_VERSION = "passage-kinds-2"
 DOC_TYPE_IDS = {None: 0, "idf": 1, "trm": 2, "src": 3}
 
 # fmt: off
@@ -73,14 +73,20 @@ def feature_matrix(
     return matrix
 
 
-def _query_features(analysis: QueryAnalysis, filter_doc_type: str | None) -> dict[str, float]:
-    named = {identifier.lower() for identifier in analysis.identifiers}
+def identifier_led(analysis: QueryAnalysis) -> bool:
+    """Whether the query is a lookup of the identifiers it names: at most ``IDENTIFIER_LED_WORDS``
+    other content words."""
+    named = set(content_stems(" ".join(analysis.identifiers)))
     other_words = [term for term in analysis.stems if term not in named]
+    return bool(analysis.identifiers) and len(other_words) <= IDENTIFIER_LED_WORDS
+
+
+def _query_features(analysis: QueryAnalysis, filter_doc_type: str | None) -> dict[str, float]:
     values = {f"asks_{intent}": float(analysis.has(intent)) for intent in INTENTS}
     values.update(
         query_words=float(analysis.words),
         query_identifiers=float(len(analysis.identifiers)),
-        identifier_led=float(bool(analysis.identifiers) and len(other_words) <= IDENTIFIER_LED_WORDS),
+        identifier_led=float(identifier_led(analysis)),
         filter_doc_type=float(DOC_TYPE_IDS.get(filter_doc_type, 0)),
     )
     return values

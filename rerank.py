@@ -17,7 +17,8 @@ from typing import Any
 import lightgbm
 import numpy as np
 
-from features import FEATURE_VERSION, FEATURES, feature_matrix
+from features import FEATURE_VERSION, FEATURES, feature_matrix, identifier_led
+from fusion import ABSENT_RANK
 from query_analysis import QueryAnalysis
 
 MODEL_PATH = Path(__file__).with_name("ranker_model.json")
@@ -73,4 +74,9 @@ class Ranker:
         scores = self.scores(feature_matrix(analysis, candidates, filter_doc_type))
         for candidate, score in zip(candidates, scores, strict=True):
             candidate["score"] = float(score)
-        return sorted(candidates, key=lambda row: -row["score"])
+        ranked = sorted(candidates, key=lambda row: -row["score"])
+        if identifier_led(analysis):
+            # The symbol leg's contract, not a weight: a query that is a lookup of identifiers gets the
+            # passages defining them (best definition tier) first, in the model's order.
+            ranked.sort(key=lambda row: row.get("symbol_tier", ABSENT_RANK) != 0)
+        return ranked

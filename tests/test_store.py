@@ -35,7 +35,7 @@ from embed_and_store import (
     window_texts,
 )
 from embedder import get_embedder
-from schema import WINDOWS_COLUMN, make_row, read_jsonl, write_jsonl
+from schema import FACT_FIELDS, WINDOWS_COLUMN, make_row, read_jsonl, write_jsonl
 from store import MODEL_ID_KEY, TABLE_NAME, VECTOR_DIM_KEY, StoreError, open_store, store_model_id
 
 FIXTURES = Path(__file__).parent / "fixtures" / "store"
@@ -144,7 +144,7 @@ def edited_trm(path: Path) -> dict[str, list[dict[str, Any]]]:
     """The trm fixture after an upstream refresh: one text edited, one dropped, one new, one retagged."""
     rows = list(read_jsonl(FIXTURES / "trm_fixture_rows.jsonl"))
     edited = {**rows[0], "text": rows[0]["text"] + " Write it only while the UART is idle."}
-    edited = make_row(**{k: v for k, v in edited.items() if k != "content_hash"})
+    edited = make_row(**{k: v for k, v in edited.items() if k not in ("content_hash", *FACT_FIELDS)})
     retagged = {**rows[2], "source_doc": "UART Controller (retitled)"}
     new = make_row(
         text="UART Controller > RS485\n\nIn RS485 mode the transmitter drives DE while sending and the "
