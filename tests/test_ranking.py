@@ -120,7 +120,8 @@ def test_query_analysis_reads_intents_numbers_chips_and_identifiers() -> None:
 
 
 def test_rare_words_outweigh_common_ones_and_a_long_question_is_searched_by_them() -> None:
-    stats = TermStats(rows=1000, frequencies={"build": 600, "run": 500, "output": 400, "twai": 3})
+    common = {f"word{n}": 500 for n in range(40)} | {"monitor": 300, "bus": 200, "off": 200}
+    stats = TermStats(rows=1000, frequencies={"build": 600, "run": 500, "output": 400, "twai": 3, **common})
     analysis = analyse("my build runs but the output of TWAI is wrong", stats)
     assert analysis.weights["twai"] > 5 * analysis.weights["build"]
     logs = "monitor output: " + " ".join(f"word{n}" for n in range(40)) + " TWAI bus-off build run"

@@ -16,14 +16,19 @@ import ingest_source
 import register_facts
 from schema import arrow_schema
 from store import MODEL_ID_KEY, VECTOR_DIM_KEY
+from term_stats import write_term_stats
 
 
 def _store(path: Path, rows: list[dict[str, Any]]) -> Any:
-    """A store the CLI can open: zero vectors (the register tool never reads them), model metadata."""
+    """A store the CLI can open: zero vectors (the register tool never reads them), model metadata,
+    the term statistics every store carries."""
     schema = arrow_schema(4).with_metadata({MODEL_ID_KEY: b"zero-vectors", VECTOR_DIM_KEY: b"4"})
-    return lancedb.connect(path).create_table(
+    db = lancedb.connect(path)
+    table = db.create_table(
         "chunks", [{**r, "vector": [0.0] * 4, "windows": [[0.0] * 4]} for r in rows], schema=schema
     )
+    write_term_stats(db, table)
+    return table
 
 
 @pytest.fixture(scope="module")

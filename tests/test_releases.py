@@ -144,14 +144,16 @@ def test_search_answers_from_one_release_and_says_which(engine: SearchEngine) ->
 
     old = engine.search("read a raw ADC1 channel value", chip="esp32c3", doc_type="idf", idf_version="5.5")
     assert old["release"]["answered_from"]["exact_version"] == "v5.5.5"
-    assert files(old)[0] == C3_ONLY_V55 and "migration-guides" not in " ".join(files(old))
+    # the v5.5-only legacy page answers beside the shared new-driver page; which of the two leads is
+    # the learned ranking's call
+    assert C3_ONLY_V55 in files(old)[:2] and "migration-guides" not in " ".join(files(old))
     shared = next(r for r in old["results"] if r["file_path"].endswith("adc_oneshot"))
     assert shared["releases"] == ["v6.1-dev", "v5.5"] and len(shared["release_sources"]) == 2
 
     everything = engine.search("adc1_get_raw", chip="esp32c3", doc_type="idf", idf_version="all", k=10)
     assert {C3_ONLY_V55, "migration-guides/release-6.x/6.0/peripherals"} <= set(files(everything))
     trm = engine.search("UART registers", chip="esp32c3", doc_type="trm", idf_version="5.5")
-    assert trm["results"] and all(r["releases"] == [] for r in trm["results"]), "manuals hold for all"
+    assert trm["results"] and all(not r.get("releases") for r in trm["results"]), "manuals hold for all"
 
 
 def test_the_engines_release_filter_selects_what_the_row_by_row_test_selects(engine: SearchEngine) -> None:

@@ -210,10 +210,9 @@ def test_every_result_carries_the_documented_fields(engine: SearchEngine) -> Non
         assert set(result) >= {
             "text", "doc_type", "chips", "revisions", "revision_scope", "source_doc", "section_path",
             "file_path", "chunk_index", "source_version", "source_commit", "score", "matched_by",
-            "symbol_refs",
         }  # fmt: skip
-        # a field that says nothing is left out, except those every client reads
-        assert ("url" in result) == (result["doc_type"] == "idf")
+        # a field that says nothing is left out, except those every client reads; every row links upstream
+        assert result.get("symbol_refs", [1]) != [] and result["url"].startswith("https://")
         assert result.get("text_truncated", True) is True and result.get("releases", [1]) != []
         assert result["matched_by"] and set(result["matched_by"]) <= {"vector", "fts", "symbol"}
         assert result["source_commit"] != "unknown"
