@@ -711,37 +711,32 @@ for pattern, kind in patterns:
         if path.is_absolute() and submodule_of(path):
             found[path] = kind
 
-for path, kind in list(found.items()):
-    if kind != "file":
-        continue
-    submodule = submodule_of(path)
-    parts = submodule.relative_to(idf).parts
-    component_dir = idf.joinpath(*parts[:2]) if parts[0] == "components" else submodule.parent
-    for cmake_file in [*component_dir.rglob("CMakeLists.txt"), *component_dir.rglob("*.cmake")]:
-        if submodule in cmake_file.parents:
+
+def add_siblings(kind: str, tokens: re.Pattern, to_path, accept) -> None:
+    """Every path of ``kind`` that the component's CMake files name inside the same submodule as an
+    already found one (CMake reports only one missing path per configure run)."""
+    for path, found_kind in list(found.items()):
+        if found_kind != kind:
             continue
-        for token in SOURCE_TOKEN.findall(cmake_file.read_text(errors="replace")):
-            candidate = (cmake_file.parent / token.lstrip("/")).resolve()
-            if submodule in candidate.parents:
-                found.setdefault(candidate, "file")
+        submodule = submodule_of(path)
+        parts = submodule.relative_to(idf).parts
+        component_dir = idf.joinpath(*parts[:2]) if parts[0] == "components" else submodule.parent
+        for cmake_file in [*component_dir.rglob("CMakeLists.txt"), *component_dir.rglob("*.cmake")]:
+            if submodule in cmake_file.parents:
+                continue
+            for token in tokens.findall(cmake_file.read_text(errors="replace")):
+                candidate = (cmake_file.parent / to_path(token)).resolve()
+                if submodule in candidate.parents and accept(candidate):
+                    found.setdefault(candidate, kind)
+
+
+add_siblings("file", SOURCE_TOKEN, lambda token: token.lstrip("/"), lambda candidate: True)
 
 # Likewise CMake names one missing include directory per run: the quoted folder paths the
 # component's CMake files give into the same submodule (no file extension, no variable left after
 # the component-dir prefix) are created in the same round.
 QUOTED = re.compile(r'"(?:\$\{(?:COMPONENT_DIR|CMAKE_CURRENT_SOURCE_DIR|CMAKE_CURRENT_LIST_DIR)\}/)?([\w./+-]+?)/?"')
-for path, kind in list(found.items()):
-    if kind != "dir":
-        continue
-    submodule = submodule_of(path)
-    parts = submodule.relative_to(idf).parts
-    component_dir = idf.joinpath(*parts[:2]) if parts[0] == "components" else submodule.parent
-    for cmake_file in [*component_dir.rglob("CMakeLists.txt"), *component_dir.rglob("*.cmake")]:
-        if submodule in cmake_file.parents:
-            continue
-        for token in QUOTED.findall(cmake_file.read_text(errors="replace")):
-            candidate = (cmake_file.parent / token).resolve()
-            if submodule in candidate.parents and "." not in candidate.name:
-                found.setdefault(candidate, "dir")
+add_siblings("dir", QUOTED, lambda token: token, lambda candidate: "." not in candidate.name)
 
 for path, kind in sorted(found.items()):
     if not path.exists():
