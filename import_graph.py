@@ -65,7 +65,7 @@ BUILD_STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("embed", ("embed_and_store",)),
 )
 READ_STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("analyse", ("query_words", "query_analysis")),
+    ("analyse", ("query_analysis",)),
     ("register index", ("register_index",)),
     ("register bases", ("register_bases",)),
     ("register views", ("register_views",)),

@@ -27,7 +27,6 @@ from chip_vocab import (
 from embedder import get_embedder, resolve_model_id
 from follow_refs import section_rows
 from query_analysis import QueryAnalysis, analyse, query_symbols
-from query_words import query_terms
 from releases import ReleaseChoice, ReleaseError, ReleaseIndex, choose
 from rerank import Ranker
 from results import (
@@ -48,6 +47,7 @@ from retrievers import (
 )
 from store import open_store, store_model_id
 from term_stats import NO_STATS, TermStats, read_term_stats
+from terms import query_terms
 
 MODES = ("hybrid", "vector", "fts")
 # The query's meant identifiers and the symbol retriever's (definition rank, row) hits for them.

@@ -50,3 +50,21 @@ def stem(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             return word[: -len(suffix)]
     return word
+
+
+# fmt: off
+# Excerpt placement reads fewer stopwords than ranking: "set", "get", "use" often name the very call a
+# long chunk's window should open on.
+EXCERPT_STOPWORDS = frozenset((
+    "the", "and", "for", "how", "what", "which", "where", "does", "with", "from", "that", "this",
+    "into", "are", "can", "its", "use", "set", "get", "there", "when", "who", "why", "will",
+    "about", "register", "address",
+))
+# fmt: on
+_EXCERPT_TERM = re.compile(r"[a-z0-9_]{3,}")
+
+
+def query_terms(query: str) -> list[str]:
+    """Content words of a query (identifiers whole, three characters or more), which place the
+    excerpt window of a long chunk."""
+    return [w for w in dict.fromkeys(_EXCERPT_TERM.findall(query.lower())) if w not in EXCERPT_STOPWORDS]
