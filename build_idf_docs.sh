@@ -676,10 +676,13 @@ inside_empty_submodule() {
 
 # Prints "<path relative to IDF_PATH> dir|file" for each path a failed CMake
 # configure log says is missing, inside the not-checked-out submodules given.
-# CMake names only the first missing source of a target per run, so for each
-# one the component's CMake files are also scanned for the other source paths
-# that point into the same submodule: one configure round per component rather
-# than one per file.
+# CMake names only the first missing source of a target per run, and only one
+# missing include folder per configure, so for each one the component's CMake
+# files are also scanned for the other paths of that kind that point into the
+# same submodule: one configure round per component rather than one per path.
+# With --seed instead of a log, prints the folders every such submodule's
+# component names inside it (created before the first configure: the include
+# folders of lwip, tlsf, unity... each cost a round of their own otherwise).
 missing_paths_from_log() {
     # shellcheck disable=SC2086 # one argument per submodule path
     "$VENV/bin/python" - "$1" "$IDF_PATH" $EMPTY_SUBMODULES <<'PY'
@@ -687,9 +690,8 @@ import re
 import sys
 from pathlib import Path
 
-log_path, idf = sys.argv[1], Path(sys.argv[2])
+log_arg, idf = sys.argv[1], Path(sys.argv[2])
 submodules = [idf / s for s in sys.argv[3:]]
-text = re.sub(r"\s*\n\s*", " ", Path(log_path).read_text(encoding="utf-8", errors="replace"))
 patterns = [
     (r"Include directory '([^']+)' is not a directory", "dir"),
     (r'given source "([^"]+)" which is not a directory', "dir"),
@@ -698,45 +700,63 @@ patterns = [
     (r"file (\S+) does not exist", "file"),
 ]
 SOURCE_TOKEN = re.compile(r"[\w./+-]+\.(?:c|cc|cpp|S|s|h)\b")
+# a CMake word: split at blanks, parentheses and quotes; the component-dir prefixes are dropped
+# and any other variable disqualifies the word
+WORD_SEPARATORS = re.compile(r'[\s()"]+')
+DIR_PREFIX = re.compile(r"^\$\{(?:COMPONENT_DIR|CMAKE_CURRENT_SOURCE_DIR|CMAKE_CURRENT_LIST_DIR)\}/")
+RELATIVE_PATH = re.compile(r"[\w.+-]+(?:/[\w.+-]+)*/?")
 
 
 def submodule_of(path: Path) -> Path | None:
     return next((s for s in submodules if s == path or s in path.parents), None)
 
 
+def component_cmake_files(submodule: Path) -> list[Path]:
+    """The CMake files of the component that holds ``submodule``, outside the submodule."""
+    parts = submodule.relative_to(idf).parts
+    component_dir = idf.joinpath(*parts[:2]) if parts[0] == "components" else submodule.parent
+    files = [*component_dir.rglob("CMakeLists.txt"), *component_dir.rglob("*.cmake")]
+    return [f for f in files if submodule not in f.parents]
+
+
+def named_files(submodule: Path) -> set[Path]:
+    """Source files the component's CMake files name inside ``submodule``."""
+    named = set()
+    for cmake_file in component_cmake_files(submodule):
+        for token in SOURCE_TOKEN.findall(cmake_file.read_text(errors="replace")):
+            named.add((cmake_file.parent / token.lstrip("/")).resolve())
+    return {path for path in named if submodule in path.parents}
+
+
+def named_folders(submodule: Path) -> set[Path]:
+    """Folder paths (quoted or bare, no file extension) the component's CMake files name inside
+    ``submodule``."""
+    named = set()
+    for cmake_file in component_cmake_files(submodule):
+        for word in WORD_SEPARATORS.split(cmake_file.read_text(errors="replace")):
+            word = DIR_PREFIX.sub("", word)
+            if RELATIVE_PATH.fullmatch(word):
+                named.add((cmake_file.parent / word.rstrip("/")).resolve())
+    return {path for path in named if submodule in path.parents and "." not in path.name}
+
+
 found: dict[Path, str] = {}
-for pattern, kind in patterns:
-    for raw in re.findall(pattern, text):
-        path = Path(raw)
-        if path.is_absolute() and submodule_of(path):
-            found[path] = kind
-
-
-def add_siblings(kind: str, tokens: re.Pattern, to_path, accept) -> None:
-    """Every path of ``kind`` that the component's CMake files name inside the same submodule as an
-    already found one (CMake reports only one missing path per configure run)."""
-    for path, found_kind in list(found.items()):
-        if found_kind != kind:
-            continue
-        submodule = submodule_of(path)
-        parts = submodule.relative_to(idf).parts
-        component_dir = idf.joinpath(*parts[:2]) if parts[0] == "components" else submodule.parent
-        for cmake_file in [*component_dir.rglob("CMakeLists.txt"), *component_dir.rglob("*.cmake")]:
-            if submodule in cmake_file.parents:
-                continue
-            for token in tokens.findall(cmake_file.read_text(errors="replace")):
-                candidate = (cmake_file.parent / to_path(token)).resolve()
-                if submodule in candidate.parents and accept(candidate):
-                    found.setdefault(candidate, kind)
-
-
-add_siblings("file", SOURCE_TOKEN, lambda token: token.lstrip("/"), lambda candidate: True)
-
-# Likewise CMake names one missing include directory per run: the quoted folder paths the
-# component's CMake files give into the same submodule (no file extension, no variable left after
-# the component-dir prefix) are created in the same round.
-QUOTED = re.compile(r'"(?:\$\{(?:COMPONENT_DIR|CMAKE_CURRENT_SOURCE_DIR|CMAKE_CURRENT_LIST_DIR)\}/)?([\w./+-]+?)/?"')
-add_siblings("dir", QUOTED, lambda token: token, lambda candidate: "." not in candidate.name)
+if log_arg == "--seed":
+    for submodule in submodules:
+        for path in named_folders(submodule):
+            found[path] = "dir"
+else:
+    text = re.sub(r"\s*\n\s*", " ", Path(log_arg).read_text(encoding="utf-8", errors="replace"))
+    for pattern, kind in patterns:
+        for raw in re.findall(pattern, text):
+            path = Path(raw)
+            if path.is_absolute() and submodule_of(path):
+                found[path] = kind
+    siblings = {"file": named_files, "dir": named_folders}
+    for kind, named in siblings.items():
+        for submodule in {submodule_of(path) for path, k in found.items() if k == kind}:
+            for path in named(submodule):
+                found.setdefault(path, kind)
 
 for path, kind in sorted(found.items()):
     if not path.exists():
@@ -744,11 +764,34 @@ for path, kind in sorted(found.items()):
 PY
 }
 
+# Creates the placeholders LISTING names ("<path> dir|file" lines from
+# missing_paths_from_log), only inside initially empty submodules and never over
+# an existing path; sets CREATED to their number.
+create_placeholders() {
+    local path kind
+    CREATED=0
+    while read -r path kind; do
+        [ -n "$path" ] || continue
+        inside_empty_submodule "$path" || continue
+        [ -e "$IDF_PATH/$path" ] && continue
+        if [ "$kind" = dir ]; then
+            mkdir -p "$IDF_PATH/$path"
+        else
+            mkdir -p "$(dirname "$IDF_PATH/$path")"
+            : > "$IDF_PATH/$path"
+        fi
+        echo "$IDF_PATH/$path" >> "$STUB_LOG"
+        CREATED=$((CREATED + 1))
+    done <<EOF
+$1
+EOF
+}
+
 # Re-runs the dummy-project configure (as esp-docs does) and creates the empty
 # placeholders its errors ask for, only inside initially empty submodules.
 stub_submodules_for_target() {
     local target="$1"
-    local probe="$WORK_DIR/stub-probe/$target" round log path kind project created
+    local probe="$WORK_DIR/stub-probe/$target" round log project
     local -a action
     project="$("$VENV/bin/python" -c 'import esp_docs.idf_extensions.build_system as m; print(m.project_path)')"
     log="$WORK_DIR/logs/stub-probe-$target.log"
@@ -764,23 +807,8 @@ stub_submodules_for_target() {
             rm -rf "$probe"
             return
         fi
-        created=0
-        while read -r path kind; do
-            [ -n "$path" ] || continue
-            inside_empty_submodule "$path" || continue
-            [ -e "$IDF_PATH/$path" ] && continue
-            if [ "$kind" = dir ]; then
-                mkdir -p "$IDF_PATH/$path"
-            else
-                mkdir -p "$(dirname "$IDF_PATH/$path")"
-                : > "$IDF_PATH/$path"
-            fi
-            echo "$IDF_PATH/$path" >> "$STUB_LOG"
-            created=$((created + 1))
-        done <<EOF
-$(missing_paths_from_log "$log")
-EOF
-        if [ "$created" = 0 ]; then
+        create_placeholders "$(missing_paths_from_log "$log")"
+        if [ "$CREATED" = 0 ]; then
             local needed
             needed="$(needed_submodules_from_log "$log" | tr '\n' ' ')"
             if [ -n "${needed// /}" ]; then
@@ -795,7 +823,7 @@ See $log"
             fi
             die "$target: CMake configure of the dummy project fails for a reason placeholders cannot fix; see $log"
         fi
-        note "$target: configure round $round: created $created placeholder(s)"
+        note "$target: configure round $round: created $CREATED placeholder(s)"
     done
     die "$target: CMake configure still fails after $MAX_STUB_ROUNDS placeholder rounds; see $log"
 }
@@ -830,6 +858,8 @@ then fetch the real submodules with 'git submodule update --init'.
 ************************************************************************
 BANNER
     write_mbedtls_stub
+    create_placeholders "$(missing_paths_from_log --seed)"
+    note "created $CREATED placeholder folder(s) the components' CMake files name inside empty submodules"
     local target
     for target in $TARGETS; do
         stub_submodules_for_target "$target"
