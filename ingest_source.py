@@ -29,7 +29,7 @@ from typing import Any
 from tqdm import tqdm
 
 from capability_headers import acronym_spellings, capability_sections, comment_pairs, is_capability_header
-from chip_vocab import chip_ids
+from chip_vocab import chip_ids, chips
 from chunk_format import card_text, field_text, with_struct_fields_note
 from chunking import Block, Section, chunk_tree, word_count
 from header_checks import census, check_registers, declared_symbols
@@ -56,18 +56,21 @@ from sources import load_pins
 
 SOC_DIR = Path("components/soc")
 # Silicon-revision folders ESP-IDF keeps side by side (components/soc/CMakeLists.txt picks one per
-# build). Value: the chips.yaml revisions the folder's headers describe; None = not ingested.
-HW_VERSION_DIRS: dict[tuple[str, str], tuple[str, ...] | None] = {
+# build from a Kconfig choice). Value: the chips.yaml revisions the folder's headers describe.
+# A numbered folder means a chip-specific revision (ESP32-P4: hw_ver1 is v1.x silicon, selected
+# by CONFIG_ESP32P4_SELECTS_REV_LESS_V3), so each must be named here: a wrong revision on a register
+# is a wrong answer about hardware. The sample and production folders below go by rule instead.
+HW_VERSION_DIRS: dict[tuple[str, str], tuple[str, ...]] = {
     ("esp32p4", "hw_ver1"): ("v1.3",),
     ("esp32p4", "hw_ver3"): ("mainline",),
-    # ESP32-H21: the MP (production) silicon is the chip's only published revision; the beta1
-    # headers describe engineering samples the chip vocabulary has no revision for.
-    ("esp32h21", "hw_ver_mp"): (),
-    ("esp32h21", "hw_ver_beta1"): None,
-    # ESP32-H4 in v6.0: the same split, MP silicon and beta5 engineering samples.
-    ("esp32h4", "hw_ver_mp"): (),
-    ("esp32h4", "hw_ver_beta5"): None,
 }
+# Engineering-sample silicon (ESP32-H21 hw_ver_beta1, ESP32-H4 hw_ver_beta5): ESP-IDF builds these
+# headers only when a project does not select the production silicon. No revision in chips.yaml
+# names such samples, so they are left out, and said so.
+ENGINEERING_SAMPLE_DIR = re.compile(r"hw_ver_beta\d*")
+# The production silicon (hw_ver_mp) of a chip with one revision in chips.yaml is that revision's
+# chip as sold: its rows carry no revision restriction. With several revisions it is ambiguous.
+PRODUCTION_DIR = "hw_ver_mp"
 GROUP_WORDS = 60  # consecutive one-line macros share a block up to this size
 # A struct stays one atomic block up to this size; past it (whole-peripheral register structs
 # reach 11,000 words) it is cut between members, never inside one.
@@ -85,36 +88,87 @@ class UsageError(Exception):
 # ---------------------------------------------------------------- classification
 
 
-def discover_headers(idf_path: Path) -> tuple[list[HeaderFile], list[str]]:
-    """Every .h under components/soc/include and components/soc/<chip>; also the skipped ones."""
+def discover_headers(
+    idf_path: Path, skip_folders: frozenset[str] = frozenset()
+) -> tuple[list[HeaderFile], list[str]]:
+    """Every .h under components/soc/include and components/soc/<chip>; also the skipped ones.
+
+    ``skip_folders`` ("esp32p4/hw_ver4") leaves out revision folders the caller chose not to map.
+    Every unmapped revision folder is named at once, before any header is read."""
     soc = idf_path / SOC_DIR
     found: list[HeaderFile] = []
     skipped: list[str] = []
+    unknown: Counter[str] = Counter()
+    folders: set[str] = set()
     for path in sorted((soc / "include").rglob("*.h")):
         found.append(HeaderFile(path, path.relative_to(idf_path).as_posix(), tuple(chip_ids()), ()))
     for chip in chip_ids():
         chip_dir = soc / chip
         for path in sorted(chip_dir.rglob("*.h")):
             rel = path.relative_to(idf_path).as_posix()
-            revisions = _revisions_for(chip, path.relative_to(chip_dir).parts)
+            parts = path.relative_to(chip_dir).parts
+            if any(p.startswith("hw_ver") for p in parts[:-1]):
+                folders.add(_revision_folder(rel))
+            try:
+                revisions = _revisions_for(chip, parts, skip_folders)
+            except KeyError:
+                unknown[_revision_folder(rel)] += 1
+                continue
             if revisions is None:
                 skipped.append(rel)
                 continue
             found.append(HeaderFile(path, rel, (chip,), revisions))
+    if stray := sorted(skip_folders - folders):
+        raise UsageError(
+            f"--skip-revision-folder {', '.join(stray)}: no such folder in {idf_path / SOC_DIR}; "
+            f"its revision folders: {', '.join(sorted(folders)) or 'none'}"
+        )
+    if unknown:
+        raise UsageError(_unknown_folders_message(unknown))
     return found, skipped
 
 
-def _revisions_for(chip: str, parts: tuple[str, ...]) -> tuple[str, ...] | None:
+def _revisions_for(
+    chip: str, parts: tuple[str, ...], skip_folders: frozenset[str] = frozenset()
+) -> tuple[str, ...] | None:
+    """The revisions a header under ``components/soc/<chip>/<parts>`` describes; None = left out.
+    KeyError for a revision folder no mapping or rule covers."""
     hw_dirs = [p for p in parts[:-1] if p.startswith("hw_ver")]
     if not hw_dirs:
         return ()
-    key = (chip, hw_dirs[0])
-    if key not in HW_VERSION_DIRS:
-        raise UsageError(
-            f"{chip}: unknown silicon-revision folder {hw_dirs[0]!r}; "
-            f"map it in HW_VERSION_DIRS (known: {', '.join(f'{c}/{d}' for c, d in HW_VERSION_DIRS)})"
+    folder = hw_dirs[0]
+    if (chip, folder) in HW_VERSION_DIRS:
+        return HW_VERSION_DIRS[(chip, folder)]
+    if ENGINEERING_SAMPLE_DIR.fullmatch(folder) or f"{chip}/{folder}" in skip_folders:
+        return None
+    if folder == PRODUCTION_DIR and len(chips()[chip].revisions) == 1:
+        return ()
+    raise KeyError((chip, folder))
+
+
+def _revision_folder(rel_path: str) -> str:
+    """``components/soc/esp32h4/register/hw_ver_beta5/soc/x.h`` -> ``esp32h4/hw_ver_beta5``."""
+    parts = rel_path.split("/")
+    return f"{parts[2]}/{next(p for p in parts[3:-1] if p.startswith('hw_ver'))}"
+
+
+def _unknown_folders_message(unknown: Counter[str]) -> str:
+    """Names each unmapped revision folder, the chip's known revisions, and the two ways on."""
+    lines = []
+    for key, count in sorted(unknown.items()):
+        chip = key.split("/")[0]
+        lines.append(
+            f"  {key} ({count} headers); chips.yaml revisions of {chip}: {', '.join(chips()[chip].revisions)}"
         )
-    return HW_VERSION_DIRS[key]
+    known = ", ".join(f"{c}/{d}" for c, d in HW_VERSION_DIRS)
+    return (
+        "unknown silicon-revision folder(s); their headers would be labelled with a guessed revision:\n"
+        + "\n".join(lines)
+        + "\nMap each in ingest_source.HW_VERSION_DIRS to the chips.yaml revisions its headers describe "
+        "(ESP-IDF's components/soc/CMakeLists.txt names the Kconfig option that selects it; "
+        f"mapped: {known}; hw_ver_beta* and a one-revision chip's hw_ver_mp are read by rule), "
+        "or leave them out with " + " ".join(f"--skip-revision-folder {key}" for key in sorted(unknown))
+    )
 
 
 LINKER_SCRIPT = "{chip}.peripherals.ld"  # components/soc/<chip>/ld/: where peripheral instances live
@@ -549,10 +603,12 @@ def header_rows(
 # ---------------------------------------------------------------- ingest CLI
 
 
-def ingest(idf_path: Path, out_path: Path) -> dict[str, HeaderResult]:
+def ingest(
+    idf_path: Path, out_path: Path, skip_folders: frozenset[str] = frozenset()
+) -> dict[str, HeaderResult]:
     if not (idf_path / SOC_DIR).is_dir():
         raise UsageError(f"{idf_path} is not an ESP-IDF tree: {SOC_DIR} is missing")
-    headers, skipped = discover_headers(idf_path)
+    headers, skipped = discover_headers(idf_path, skip_folders)
     if not headers:
         raise UsageError(f"no headers found under {idf_path / SOC_DIR}")
     prov = source_provenance(idf_path)
@@ -589,8 +645,8 @@ def ingest(idf_path: Path, out_path: Path) -> dict[str, HeaderResult]:
     )
     rows = (row for result in results.values() for row in result.rows)
     write_jsonl(out_path, rows)
-    for rel in skipped:
-        print(f"skipped (revision not in chips.yaml): {rel}", file=sys.stderr)
+    for folder, count in sorted(Counter(_revision_folder(rel) for rel in skipped).items()):
+        print(f"left out {count} headers of {folder} (not a revision chips.yaml names)", file=sys.stderr)
     return results
 
 
@@ -631,7 +687,7 @@ def _load_rows(path: Path, what: str) -> list[dict[str, Any]]:
 
 def _cmd_ingest(args: argparse.Namespace) -> str:
     started = time.monotonic()
-    results = ingest(Path(args.idf_path), Path(args.out_path))
+    results = ingest(Path(args.idf_path), Path(args.out_path), frozenset(args.skip_revision_folder))
     for chip, (files, chunks) in sorted(per_chip_counts(results).items()):
         print(f"  {chip:10s} {files:4d} headers {chunks:5d} chunks")
     declared, reached, gaps = census(results)
@@ -712,6 +768,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--idf-path", help="ESP-IDF checkout (ingest)")
     parser.add_argument("--out-path", default="src_chunks.jsonl", help="JSONL to write (ingest)")
+    parser.add_argument(
+        "--skip-revision-folder",
+        action="append",
+        default=[],
+        metavar="CHIP/FOLDER",
+        help="leave out a silicon-revision folder no mapping covers, e.g. esp32p4/hw_ver4 (repeatable)",
+    )
     sub = parser.add_subparsers(dest="command")
     check = sub.add_parser("check-registers", help="TRM register names resolved by header #defines")
     check.add_argument("--trm-chunks", required=True)

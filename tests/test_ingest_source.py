@@ -286,13 +286,79 @@ def test_silicon_revision_folders_map_to_revisions(rows: list[dict[str, Any]]) -
     assert h21 == ["components/soc/esp32h21/register/hw_ver_mp/soc/lp_apm_reg.h"]
 
 
-def test_unknown_revision_folder_is_a_usage_error(tmp_path: Path) -> None:
+NEW_REVISIONS = FIXTURES / "idf-v6-revisions"
+
+
+def test_a_newer_releases_sample_and_production_folders_go_by_rule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ESP32-H4's hw_ver_mp/hw_ver_beta5 (new in v6.0) are ingested without a mapping of their own:
+    the production silicon with the chip's one revision, the engineering samples left out, named."""
+    out = tmp_path / "src.jsonl"
+    assert ingest_source.main(["--idf-path", str(NEW_REVISIONS), "--out-path", str(out)]) == 0
+    rows = list(read_jsonl(out))
+    h4 = {r["file_path"]: r["revisions"] for r in rows if "/esp32h4/" in r["file_path"]}
+    assert h4 == {
+        "components/soc/esp32h4/include/hw_ver_mp/soc/interrupts.h": [],
+        "components/soc/esp32h4/register/hw_ver_mp/soc/tee_reg.h": [],
+    }
+    card = next(r["text"] for r in rows if r["file_path"].endswith("hw_ver_mp/soc/tee_reg.h"))
+    assert "reset 0x0" in card and "reset 0x3" not in card
+    err = capsys.readouterr().err
+    assert "left out 2 headers of esp32h4/hw_ver_beta5 (not a revision chips.yaml names)" in err
+
+
+def _tree_with(tmp_path: Path, folder: str) -> Path:
     tree = tmp_path / "idf"
-    shutil.copytree(IDF, tree)
-    (tree / "components/soc/esp32p4/register/hw_ver9/soc").mkdir(parents=True)
-    (tree / "components/soc/esp32p4/register/hw_ver9/soc/x_reg.h").write_text("#define X_REG 1\n")
-    with pytest.raises(ingest_source.UsageError, match="unknown silicon-revision folder 'hw_ver9'"):
-        ingest_source.discover_headers(tree)
+    shutil.copytree(NEW_REVISIONS, tree)
+    soc = tree / "components/soc" / folder / "soc"
+    soc.mkdir(parents=True)
+    (soc / "x_reg.h").write_text("#define X_REG 1\n")
+    return tree
+
+
+@pytest.mark.parametrize(
+    "folder",
+    ["esp32p4/register/hw_ver9", "esp32p4/register/hw_ver_mp"],
+    ids=["numbered", "production-of-a-two-revision-chip"],
+)
+def test_a_revision_folder_no_rule_covers_is_refused_by_name_before_reading(
+    tmp_path: Path, folder: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A numbered folder means a chip-specific revision, and hw_ver_mp of a chip with two manuals
+    could be either: a guess would put a wrong revision on registers."""
+    tree = _tree_with(tmp_path, folder)
+    out = tmp_path / "src.jsonl"
+    assert ingest_source.main(["--idf-path", str(tree), "--out-path", str(out)]) == 2
+    err = capsys.readouterr().err
+    name = f"esp32p4/{folder.rsplit('/', 1)[1]}"
+    assert f"  {name} (1 headers); chips.yaml revisions of esp32p4: mainline, v1.3" in err
+    assert f"--skip-revision-folder {name}" in err
+    assert "scan" not in err  # refused before the first header is read
+    assert not out.exists()
+
+
+def test_a_skipped_revision_folder_lets_the_ingest_finish_without_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = _tree_with(tmp_path, "esp32p4/register/hw_ver9")
+    out = tmp_path / "src.jsonl"
+    argv = ["--idf-path", str(tree), "--out-path", str(out), "--skip-revision-folder", "esp32p4/hw_ver9"]
+    assert ingest_source.main(argv) == 0
+    paths = {r["file_path"] for r in read_jsonl(out)}
+    assert "components/soc/esp32h4/register/hw_ver_mp/soc/tee_reg.h" in paths
+    assert not any("hw_ver9" in p for p in paths)
+    assert "left out 1 headers of esp32p4/hw_ver9" in capsys.readouterr().err
+
+
+def test_skipping_a_folder_the_tree_lacks_names_the_folders_it_has(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--idf-path", str(NEW_REVISIONS), "--out-path", str(tmp_path / "o.jsonl")]
+    assert ingest_source.main([*argv, "--skip-revision-folder", "esp32h4/hw_ver_beta6"]) == 2
+    err = capsys.readouterr().err
+    assert "--skip-revision-folder esp32h4/hw_ver_beta6: no such folder" in err
+    assert "its revision folders: esp32h4/hw_ver_beta5, esp32h4/hw_ver_mp" in err
 
 
 @pytest.mark.parametrize("make_tree", ["missing", "not_idf"])
