@@ -832,3 +832,43 @@ def test_one_missing_include_directory_brings_its_siblings_in_the_same_round(tmp
         "components/mbedtls/mbedtls/library dir",
         "components/mbedtls/mbedtls/tf-psa-crypto/drivers/builtin/src dir",
     ]
+
+
+def test_the_seed_names_every_components_include_folders_inside_empty_submodules(tmp_path: Path) -> None:
+    """CMake stops at the first missing include folder of a configure, one component per round
+    (v6.0.2 esp32: eleven rounds); the folders the components name, quoted or bare, come first."""
+    script = SCRIPT.read_text()
+    body = script[script.index("missing_paths_from_log() {") :]
+    parser = body[body.index("<<'PY'\n") + len("<<'PY'\n") : body.index("\nPY\n")]
+    idf = tmp_path / "esp-idf"
+    for submodule in ("components/lwip/lwip", "components/heap/tlsf"):
+        (idf / submodule).mkdir(parents=True)
+    (idf / "components" / "lwip" / "CMakeLists.txt").write_text(
+        "set(include_dirs\n        include\n        lwip/src/include\n        port/include)\n"
+        'set(srcs "lwip/src/api/api_lib.c" "apps/ping/ping.c")\n'
+    )
+    (idf / "components" / "heap" / "CMakeLists.txt").write_text(
+        'list(APPEND includes "${COMPONENT_DIR}/tlsf/include" "tlsf")\nlist(APPEND srcs "tlsf/tlsf.c")\n'
+    )
+    (idf / "components" / "heap" / "tlsf" / "include").mkdir()  # already there: not printed again
+    (idf / "components" / "heap" / "CMakeLists.txt").write_text(
+        (idf / "components" / "heap" / "CMakeLists.txt").read_text() + 'set(extra "tlsf/port")\n'
+    )
+    (tmp_path / "parser.py").write_text(parser)
+    result = subprocess.run(
+        [
+            "python3",
+            str(tmp_path / "parser.py"),
+            "--seed",
+            str(idf),
+            "components/lwip/lwip",
+            "components/heap/tlsf",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout.splitlines() == [
+        "components/heap/tlsf/port dir",
+        "components/lwip/lwip/src/include dir",
+    ]
