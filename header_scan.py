@@ -115,11 +115,11 @@ def scan_header(text: str) -> list[Item]:
             continue
         if stripped.startswith("#"):
             logical = [line]
-            while (logical[-1].rstrip().endswith("\\") or _open_comment("\n".join(logical))) and (
-                index + 1 < len(lines)
-            ):
+            reader = _StrippedCode(line)
+            while (logical[-1].rstrip().endswith("\\") or reader.open) and index + 1 < len(lines):
                 index += 1
                 logical.append(lines[index])
+                reader.add(lines[index])
             index += 1
             directive = "\n".join(logical)
             define = _DEFINE.match(directive)
@@ -160,9 +160,11 @@ def scan_header(text: str) -> list[Item]:
             continue
         # a C declaration: read until braces balance and a ';' ends it
         decl = [line]
-        while not _declaration_complete("\n".join(decl)) and index + 1 < len(lines):
+        reader = _StrippedCode(line)
+        while not reader.declaration_complete() and index + 1 < len(lines):
             index += 1
             decl.append(lines[index])
+            reader.add(lines[index])
         index += 1
         code = "\n".join(decl)
         items.append(Item("decl", code, _decl_names(code), comment=take_comment()))
@@ -178,20 +180,63 @@ def _open_comment(code: str) -> bool:
     return "/*" in re.sub(r"/\*.*?\*/", " ", code, flags=re.S)
 
 
-def _declaration_complete(code: str) -> bool:
-    """Braces balanced and ended by ';' -- or a closed function body (static inline helpers)."""
-    if _open_comment(code) or _brace_balance(code) > 0:
-        return False
-    bare = _strip_comments(code).rstrip()
-    if bare.endswith(";"):
-        return True
-    head = bare.split("{", 1)[0]
-    return bare.endswith("}") and ")" in head and "=" not in head
+class _StrippedCode:
+    """Lines read one at a time, judged as ``_strip_comments`` of their join would be.
+
+    Re-stripping the whole join after every line made a long declaration (a register struct of
+    thousands of lines) quadratic. Lines settle at every point where no ``/*`` is left open: the
+    comment patterns never match across such a point (it is a line break), so the stripped join is
+    the stripped settled pieces in order, and each piece is stripped once."""
+
+    def __init__(self, first_line: str) -> None:
+        self.pending = ""  # raw text after the last settled point ("\n" + lines), unmatched /* in it
+        self.open = False  # a /* comment is still open
+        self.braces = 0  # "{" minus "}" of the stripped text
+        self.last = ""  # last non-blank character of the stripped text
+        self.settled: list[str] = []
+        self._take(first_line)
+
+    def add(self, line: str) -> None:
+        self._take(f"{self.pending}\n{line}")
+
+    def _take(self, text: str) -> None:
+        if self.open and "*/" not in text[len(self.pending) :]:
+            self.pending = text  # no comment can close without a "*/"
+            return
+        self.open = _open_comment(text)
+        if self.open:
+            self.pending = text
+            return
+        bare = _strip_comments(text)
+        self.pending = ""
+        self.settled.append(bare)
+        self.braces += bare.count("{") - bare.count("}")
+        tail = bare.rstrip()
+        if tail:
+            self.last = tail[-1]
+
+    def declaration_complete(self) -> bool:
+        """Braces balanced and ended by ';' -- or a closed function body (static inline helpers)."""
+        if self.open or self.braces > 0:
+            return False
+        if self.last == ";":
+            return True
+        if self.last != "}":
+            return False
+        head = "".join(self.settled).split("{", 1)[0]
+        return ")" in head and "=" not in head
 
 
 def _only_blank_after(lines: list[str], index: int) -> bool:
-    rest = "\n".join(lines[index:])
-    return not _strip_comments(rest).strip()
+    """Nothing but blank lines and comments from ``lines[index]`` on (read until the first code)."""
+    if index >= len(lines):
+        return True
+    rest = _StrippedCode(lines[index])
+    for line in lines[index + 1 :]:
+        if rest.last:
+            return False
+        rest.add(line)
+    return not rest.last and not rest.open
 
 
 @dataclass(frozen=True)
