@@ -36,9 +36,17 @@ class Item:
     comment: str = ""
 
 
+_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_LINE_COMMENT = re.compile(r"//[^\n]*")
+
+
 def _strip_comments(code: str) -> str:
-    code = re.sub(r"/\*.*?\*/", " ", code, flags=re.S)
-    return re.sub(r"//[^\n]*", " ", code)
+    # the substring tests skip the regex on the many lines without a comment
+    if "/*" in code:
+        code = _BLOCK_COMMENT.sub(" ", code)
+    if "//" in code:
+        code = _LINE_COMMENT.sub(" ", code)
+    return code
 
 
 def _decl_names(code: str) -> list[str]:
@@ -115,11 +123,11 @@ def scan_header(text: str) -> list[Item]:
             continue
         if stripped.startswith("#"):
             logical = [line]
-            reader = _StrippedCode(line)
-            while (logical[-1].rstrip().endswith("\\") or reader.open) and index + 1 < len(lines):
+            while (logical[-1].rstrip().endswith("\\") or _open_comment("\n".join(logical))) and (
+                index + 1 < len(lines)
+            ):
                 index += 1
                 logical.append(lines[index])
-                reader.add(lines[index])
             index += 1
             directive = "\n".join(logical)
             define = _DEFINE.match(directive)
@@ -127,7 +135,10 @@ def scan_header(text: str) -> list[Item]:
                 name = define.group(1)
                 if name == guard:
                     continue
-                value = re.sub(r"\s*\\\n\s*", " ", define.group(3)).strip()
+                value = define.group(3)
+                if "\\\n" in value:
+                    value = re.sub(r"\s*\\\n\s*", " ", value)
+                value = value.strip()
                 items.append(
                     Item(
                         "define",
@@ -177,7 +188,7 @@ def scan_header(text: str) -> list[Item]:
 
 def _open_comment(code: str) -> bool:
     """True while a /* comment started in ``code`` has not been closed yet."""
-    return "/*" in re.sub(r"/\*.*?\*/", " ", code, flags=re.S)
+    return "/*" in code and "/*" in _BLOCK_COMMENT.sub(" ", code)
 
 
 class _StrippedCode:

@@ -111,18 +111,22 @@ def mine(pairs: Iterable[tuple[str, str]]) -> Lexicon:
     for identifier, description in pairs:
         tokens = _TOKEN.findall(_IDENTIFIER.sub(" ", description).lower())
         vocabulary.update(tokens)
-        words = {t for t in tokens if len(t) >= 3}
-        for word in words:
-            surface[stem(word)][word] += 1
+        stems = {t: stem(t) for t in tokens if len(t) >= 3}
+        for word, word_stem in stems.items():
+            surface[word_stem][word] += 1
+        initials = "".join(t[0] for t in tokens)
         for part in {p.lower() for p in name_parts(identifier)}:
             appearances[part] += 1
-            if part in words:
+            if part in stems:
                 as_word[part] += 1
                 continue
+            part_stem = stem(part)
             readings = {
-                stem(word) for word in words if is_abbreviation(part, word) and stem(word) != stem(part)
+                word_stem
+                for word, word_stem in stems.items()
+                if is_abbreviation(part, word) and word_stem != part_stem
             }
-            readings.update(acronym_readings(part, tokens))
+            readings.update(acronym_readings(part, tokens, initials))
             if readings:
                 together[part].update(readings)
     lexicon: dict[str, str] = {}
@@ -142,17 +146,23 @@ def mine(pairs: Iterable[tuple[str, str]]) -> Lexicon:
     return Lexicon(lexicon)
 
 
-def acronym_readings(part: str, tokens: list[str]) -> set[str]:
-    """Runs of consecutive description words whose initials spell ``part`` (WDT: watchdog timer)."""
+def acronym_readings(part: str, tokens: list[str], initials: str | None = None) -> set[str]:
+    """Runs of consecutive description words whose initials spell ``part`` (WDT: watchdog timer).
+
+    ``initials`` (each token's first letter, joined) is found once per description by the caller;
+    the runs are where ``part`` occurs in it."""
     if not 2 <= len(part) <= 4:
         return set()
-    size = len(part)
-    return {
-        " ".join(tokens[i : i + size])
-        for i in range(len(tokens) - size + 1)
-        if "".join(t[0] for t in tokens[i : i + size]) == part
-        and all(len(t) >= 3 and t not in ACRONYM_STOPWORDS for t in tokens[i : i + size])
-    }
+    if initials is None:
+        initials = "".join(t[0] for t in tokens)
+    readings = set()
+    start = initials.find(part)
+    while start != -1:
+        run = tokens[start : start + len(part)]
+        if all(len(t) >= 3 and t not in ACRONYM_STOPWORDS for t in run):
+            readings.add(" ".join(run))
+        start = initials.find(part, start + 1)
+    return readings
 
 
 def register_pairs(text: str) -> list[tuple[str, str]]:
