@@ -879,9 +879,9 @@ build_target() {
 }
 
 # Runs esp-docs' build-docs with Sphinx's `-j` set to argv[1]: build-docs
-# forces `-j 1` on the sphinx-build it starts, though every esp-docs extension
-# declares itself parallel-read safe, so the chip's Sphinx read could not use
-# a second core. The pool of chip builds is forked, so the patch reaches it.
+# forces `-j 1` on the sphinx-build it starts, so the chip's Sphinx read could
+# not use a second core. The pool of chip builds is forked, so the patch
+# reaches it.
 readonly BUILD_DOCS_LAUNCHER='
 import subprocess
 import sys
@@ -890,6 +890,25 @@ from esp_docs import build_docs
 
 jobs = sys.argv.pop(1)
 real_popen = subprocess.Popen
+# esp-docs 2.6 add_warnings returns nothing from setup(), and Sphinx then reads serially whatever
+# -j says ("does not declare if it is safe for parallel reading"). It only prepends a configured
+# warning to the source of the page being read, so it is safe: sphinx-build runs with that said.
+SPHINX_MAIN = """
+import sys
+try:
+    from esp_docs.generic_extensions import add_warnings
+except ImportError:
+    add_warnings = None
+if add_warnings is not None:
+    undeclared_setup = add_warnings.setup
+
+    def declared_setup(app):
+        return undeclared_setup(app) or {"parallel_read_safe": True, "parallel_write_safe": True}
+
+    add_warnings.setup = declared_setup
+from sphinx.cmd.build import main
+sys.exit(main(sys.argv[1:]))
+"""
 
 
 class SphinxJobsPopen(real_popen):
@@ -897,6 +916,9 @@ class SphinxJobsPopen(real_popen):
         if isinstance(args, list) and "sphinx.cmd.build" in args and "-j" in args:
             args = list(args)
             args[args.index("-j") + 1] = jobs
+            module = args.index("sphinx.cmd.build")
+            if jobs != "1" and args[module - 1] == "-m":
+                args[module - 1 : module + 1] = ["-c", SPHINX_MAIN]
         super().__init__(args, *rest, **kwargs)
 
 

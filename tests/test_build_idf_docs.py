@@ -7,9 +7,11 @@ cross-compiler stand-in, which is what makes that build possible on Linux.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -872,3 +874,71 @@ def test_the_seed_names_every_components_include_folders_inside_empty_submodules
         "components/heap/tlsf/port dir",
         "components/lwip/lwip/src/include dir",
     ]
+
+
+FAKE_BUILD_DOCS_MODULE = """
+import subprocess
+import sys
+
+
+def main():
+    command = [sys.executable, "-u", "-m", "sphinx.cmd.build", "-j", "1", "-b", "xml", "src", "out"]
+    return subprocess.Popen(command).wait()
+"""
+FAKE_ADD_WARNINGS = """
+def setup(app):
+    app.append("add_warnings registered")
+"""
+FAKE_SPHINX_BUILD = """
+import json
+import sys
+
+
+def main(argv):
+    from esp_docs.generic_extensions import add_warnings
+
+    app = []
+    declared = add_warnings.setup(app)
+    print(json.dumps({"argv": argv, "app": app, "declared": declared}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("jobs", ["2", "1"])
+def test_the_launcher_reads_in_parallel_only_with_add_warnings_declared_safe(
+    tmp_path: Path, jobs: str
+) -> None:
+    """Sphinx reads serially when one extension's setup() declares nothing, as esp-docs 2.6's
+    add_warnings does: with -j above 1 the launcher's sphinx-build says it is parallel-read safe.
+    esp-docs and Sphinx live in the docs venv, so small stand-ins take their place here."""
+    script = SCRIPT.read_text()
+    start = script.index("readonly BUILD_DOCS_LAUNCHER='\n") + len("readonly BUILD_DOCS_LAUNCHER='\n")
+    launcher = script[start : script.index("\n'\n", start)]
+    packages = tmp_path / "site"
+    for module, text in {
+        "esp_docs/__init__.py": "",
+        "esp_docs/build_docs.py": FAKE_BUILD_DOCS_MODULE,
+        "esp_docs/generic_extensions/__init__.py": "",
+        "esp_docs/generic_extensions/add_warnings.py": FAKE_ADD_WARNINGS,
+        "sphinx/__init__.py": "",
+        "sphinx/cmd/__init__.py": "",
+        "sphinx/cmd/build.py": FAKE_SPHINX_BUILD,
+    }.items():
+        (packages / module).parent.mkdir(parents=True, exist_ok=True)
+        (packages / module).write_text(text)
+    result = subprocess.run(
+        [sys.executable, "-c", launcher, jobs, "-t", "esp32"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(packages)},
+        check=True,
+    )
+    seen = json.loads(result.stdout)
+    assert seen["argv"] == ["-j", jobs, "-b", "xml", "src", "out"]
+    assert seen["app"] == ["add_warnings registered"]
+    expected = {"parallel_read_safe": True, "parallel_write_safe": True} if jobs != "1" else None
+    assert seen["declared"] == expected
