@@ -159,6 +159,10 @@ bench chunks="trm_chunks.jsonl":
 bench-embed chunks="trm_chunks.jsonl":
     uv run embed_bench.py {{chunks}}
 
+# Header ingest CPU against another checkout (git worktree add /tmp/base main) on one ESP-IDF tree; healthy: "JSONL byte-identical".
+bench-ingest baseline idf_path:
+    uv run ingest_bench.py --baseline {{baseline}} --idf-path {{idf_path}}
+
 # Add one pinned ESP-IDF release to the store (default chip: the project's; --chips esp32,esp32s3; rebuild options pass through, e.g. --offline --idf-path TREE --xml DIR); healthy: its growth lines and "add-release: NAME added".
 add-release tag *args:
     uv run add_release.py "$@"
