@@ -943,11 +943,13 @@ MARKERS = [
     ("read", "reading sources..."),
     ("write", "writing output..."),
 ]
+# Sphinx'"'"'s message catalog step prints "writing output..." before the pages are read
+AFTER = {"write": "read"}
 started = {"setup": time.time()}
 for line in sys.stdin:
     sys.stdout.write(line)
     for phase, marker in MARKERS:
-        if phase not in started and marker in line:
+        if phase not in started and marker in line and AFTER.get(phase, "setup") in started:
             started[phase] = time.time()
 started["end"] = time.time()
 order = sorted(started.items(), key=lambda item: item[1])

@@ -942,3 +942,28 @@ def test_the_launcher_reads_in_parallel_only_with_add_warnings_declared_safe(
     assert seen["app"] == ["add_warnings registered"]
     expected = {"parallel_read_safe": True, "parallel_write_safe": True} if jobs != "1" else None
     assert seen["declared"] == expected
+
+
+def test_the_phase_timer_starts_writing_after_reading(tmp_path: Path) -> None:
+    """Sphinx's message catalog step says "writing output..." before any page is read; taken as the
+    write phase, the whole read and write would be booked as reading."""
+    script = SCRIPT.read_text()
+    start = script.index("readonly PHASE_TIMER='\n") + len("readonly PHASE_TIMER='\n")
+    timer = script[start : script.index("\n'\n", start)].replace("'\"'\"'", "'")
+    log = "\n".join(
+        [
+            "en/esp32: Running CMake on dummy project...",
+            "en/esp32: building [mo]: targets for 0 po files that are out of date",
+            "en/esp32: writing output... ",
+            "en/esp32: reading sources... [  0%] 404",
+            "en/esp32: writing output... [ 50%] COPYRIGHT .. about",
+        ]
+    )
+    phases = tmp_path / "esp32.phases"
+    subprocess.run([sys.executable, "-c", timer, str(phases)], input=log, text=True, check=True)
+    assert [line.split()[0] for line in phases.read_text().splitlines()] == [
+        "setup",
+        "configure",
+        "read",
+        "write",
+    ]
