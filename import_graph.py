@@ -24,7 +24,8 @@ TOOLS = "tools"
 BUILD = "build"
 READ = "read"
 
-# Shared by both paths: the vocabularies, row and chunk formats, the store handle, the embedder.
+# Shared by both paths: the vocabularies, row and chunk formats, the store handle, the embedder,
+# the process's heap settings.
 FOUNDATION_MODULES = (
     "chip_vocab",
     "releases",
@@ -43,6 +44,7 @@ FOUNDATION_MODULES = (
     "terms",
     "passage_kinds",
     "term_stats",
+    "process_memory",
 )
 # Each path's stages in order; modules of one stage may not import each other's later stages.
 BUILD_STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (

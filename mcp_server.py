@@ -39,13 +39,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-import bundle
-import embed_and_store
 import http_security
 import project_scope
 import registers
 from chip_vocab import chip_ids, normalize_chip
-from embedder import get_embedder, user_cache_dir
+from embedder import user_cache_dir
+from process_memory import limit_arenas
 from project_scope import Applied, ScopeResolver
 from results import RESULT_TEXT_CHARS, without_empty
 from search import (
@@ -217,6 +216,9 @@ def ensure_demo_store() -> Path:
     target = demo_db_uri()
     if target.is_dir():
         return target
+    import embed_and_store  # the build stage: only the demo's first start needs it
+    from embedder import get_embedder
+
     target.parent.mkdir(parents=True, exist_ok=True)
     rows = [json.loads(line) for line in DEMO_CHUNKS.read_text(encoding="utf-8").splitlines() if line]
     texts = sum(len(embed_and_store.embedding_texts({"doc_type": "trm", **row})) for row in rows)
@@ -434,6 +436,8 @@ class DocsTools:
         """The valid chips, doc_types and revisions, with how many chunks each corpus holds per chip, and
         the ESP-IDF releases the store holds with the chips built for each, and the manifest of the
         bundle the store was installed from (what it was built from, its counts and dev figures)."""
+        import bundle  # packing and installing code, loaded by the one tool that shows a manifest
+
         watch = self.engine if isinstance(self.engine, StoreWatch) else None
 
         def listing(current: SearchEngine) -> dict[str, Any]:
@@ -683,6 +687,7 @@ def prepare_project_registers(engine: SearchEngine, scopes: ScopeResolver) -> th
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    limit_arenas()  # before the engine's threads start allocating (process_memory.py says why)
     source, engine = load_engine(args)
     scopes = ScopeResolver(*project_scope.configured_project(args.project))
     if engine is not None:

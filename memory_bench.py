@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import load_queries
+from process_memory import limit_arenas
 
 
 def rss_mib() -> float:
@@ -47,20 +48,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chip", default="esp32c3", help="the project's chip (default esp32c3)")
     parser.add_argument("--queries", type=Path, help="gold-format JSONL to search (default bench.py's)")
     args = parser.parse_args(argv)
+    limit_arenas()  # as the server does before loading anything
     steps = Steps()
+    import lancedb
+
     import mcp_server  # everything the server imports
     import registers
     from chip_vocab import chip_ids
     from embedder import get_embedder, resolve_model_id
+    from rerank import Ranker
     from search import SearchEngine
     from store import open_store, store_model_id
+    from term_stats import read_term_stats
 
     steps.mark("imports (mcp, lancedb, onnxruntime, ...)")
     table = open_store(args.db)
     embedder = get_embedder(resolve_model_id(store_model_id(table)))
     embedder.embed_query("warm the session")
     steps.mark(f"embedding model ({embedder.model_id})")
-    engine = SearchEngine(table, embedder)
+    ranker = Ranker.load()
+    steps.mark("learned ranker")
+    stats = read_term_stats(lancedb.connect(args.db))
+    engine = SearchEngine(table, embedder, ranker=ranker, term_stats=stats)
     steps.mark(f"table + StoreIndex ({engine.index.rows} rows)")
     queries = load_queries(args.queries)
     engine.search(queries[0]["query"], **queries[0]["filters"])

@@ -22,6 +22,7 @@ from chunk_format import (
     parameter_regex,
     register_blocks,
 )
+from process_memory import trim
 
 _BASE_NAME = re.compile(r"DR_REG_\w+_BASE")
 _REGISTER_NAME = re.compile(r"_REG(?:_\d+)?$")  # X_REG, X_REG_1; not SET_PERI_REG_MASK
@@ -237,6 +238,7 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
     if len(_INDEX_CACHE) > 64:
         _INDEX_CACHE.clear()
     _INDEX_CACHE[key] = (table, index)
+    trim()  # the chip's rows, read whole, are garbage now
     return index
 
 

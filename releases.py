@@ -106,15 +106,16 @@ class ReleaseIndex:
     without_release: set[str] = field(default_factory=set)
     with_release: set[str] = field(default_factory=set)
 
-    def add_row(self, row: dict[str, Any]) -> None:
-        """Count one row under each release it lists (TRM rows list none)."""
+    def add_row(self, row: dict[str, Any], rows: int = 1) -> None:
+        """Count one row (or ``rows`` alike) under each release it lists (TRM rows list none)."""
         if "doc_type" in row:
             (self.with_release if row["releases"] else self.without_release).add(row["doc_type"])
         for series, source in zip(row["releases"], row["release_sources"], strict=False):
             version, commit = split_source(source)
             held = self.held.setdefault(series, HeldRelease(series, version, commit))
-            held.rows += 1
-            held.chips.update(row["chips"])
+            held.rows += rows
+            for chip in row["chips"]:
+                held.chips[chip] += rows
 
     @property
     def releaseless_doc_types(self) -> tuple[str, ...] | None:

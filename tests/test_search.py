@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -461,3 +462,29 @@ def test_excerpt_keeps_a_register_blocks_head_and_the_line_the_question_is_about
     short, truncated = excerpt(block, [], budget=800, terms=["invert", "uart", "line"])
     assert truncated and "Address: 0x0020\nReset value: 0x1000001C" in short, "the register's identity stays"
     assert "UART_TXD_INV" in short, "the rare words of the question pick the window"
+
+
+def test_store_index_counts_as_a_row_by_row_pass_would(engine: SearchEngine) -> None:
+    """StoreIndex counts groups of alike rows; every count and the first-seen order of chips and
+    releases must be those of reading each row (the reference pass below)."""
+    rows = engine.table.search().limit(engine.index.rows).to_arrow().to_pylist()
+    coverage: dict[str, Counter[str]] = {}
+    releases: dict[str, tuple[int, Counter[str]]] = {}
+    last_chunk: dict[str, int] = {}
+    for row in rows:
+        for chip in row["chips"]:
+            coverage.setdefault(chip, Counter())[row["doc_type"]] += 1
+        for series in row["releases"]:
+            count, chips = releases.get(series, (0, Counter()))
+            releases[series] = (count + 1, chips + Counter(row["chips"]))
+        last_chunk[row["file_path"]] = max(last_chunk.get(row["file_path"], -1), row["chunk_index"])
+    index = engine.index
+    assert list(index.coverage.items()) == list(coverage.items())
+    assert index.doc_type_rows == Counter(row["doc_type"] for row in rows)
+    assert [(s, h.rows, h.chips) for s, h in index.releases.held.items()] == [
+        (s, count, chips) for s, (count, chips) in releases.items()
+    ]
+    assert index.file_chunks == last_chunk
+    assert index.revisions_seen == {
+        chip: {rev for row in rows if chip in row["chips"] for rev in row["revisions"]} for chip in coverage
+    }
