@@ -17,7 +17,7 @@ from schema import REGISTER_REF, SECTION_REF_SEPARATOR
 from source_links import upstream_url
 from sources import SourcesError, load_pins
 
-DOC_REFS_SHOWN = 3
+DOC_REFS_SHOWN = 2
 FILE_REFS_SHOWN = 2
 PATH_SEPARATOR = " > "
 
@@ -38,13 +38,17 @@ def doc_ref(ref: str) -> dict[str, str]:
     return {"file_path": file_path, "section_path": section_path}
 
 
-def follow_up(row: dict[str, Any]) -> dict[str, Any]:
-    """The row's ``doc_refs``/``file_refs`` for a result: capped, and left out when empty."""
+def follow_up(row: dict[str, Any], excerpt: str = "") -> dict[str, Any]:
+    """The row's ``doc_refs``/``file_refs`` for a result: capped, and left out when empty. A
+    register the ``excerpt`` already names is left out too: its name is the argument that follows it."""
     shown: dict[str, Any] = {}
     cut: dict[str, int] = {}
     # links into other pages and chapters first: the row's own page is one esp32_docs_read away anyway
     own_page = row.get("file_path", "") + SECTION_REF_SEPARATOR
-    doc_refs = sorted(row.get("doc_refs") or [], key=lambda ref: ref.startswith(own_page))
+    doc_refs = sorted(
+        (ref for ref in row.get("doc_refs") or [] if not _named_register(ref, excerpt)),
+        key=lambda ref: ref.startswith(own_page),
+    )
     if doc_refs:
         shown["doc_refs"] = [doc_ref(ref) for ref in doc_refs[:DOC_REFS_SHOWN]]
         if len(doc_refs) > DOC_REFS_SHOWN:
@@ -63,6 +67,10 @@ def follow_up(row: dict[str, Any]) -> dict[str, Any]:
     if cut:
         shown["refs_cut"] = cut
     return shown
+
+
+def _named_register(ref: str, excerpt: str) -> bool:
+    return ref.startswith(REGISTER_REF) and ref[len(REGISTER_REF) :] in excerpt
 
 
 def section_rows(rows: list[dict[str, Any]], section_path: str) -> tuple[list[dict[str, Any]], str]:

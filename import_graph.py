@@ -74,7 +74,7 @@ READ_STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("retrieve", ("retrievers", "registers")),
     ("fuse", ("fusion",)),
     ("rerank", ("features", "rerank")),
-    ("present", ("follow_refs", "results")),
+    ("present", ("excerpts", "follow_refs", "results")),
     ("search", ("search",)),
     ("watch", ("store_watch",)),
     ("serve", ("mcp_server",)),

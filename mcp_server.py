@@ -46,7 +46,7 @@ from chip_vocab import chip_ids, normalize_chip
 from embedder import user_cache_dir
 from process_memory import limit_arenas
 from project_scope import Applied, ScopeResolver
-from results import RESULT_TEXT_CHARS, without_empty
+from results import FIRST_RESULT_SHARE, RESULT_TEXT_CHARS, without_empty
 from search import (
     MAX_EXCERPT_CHARS,
     MAX_K,
@@ -135,7 +135,8 @@ ExcerptCharsArg = Annotated[
         ge=MIN_EXCERPT_CHARS,
         le=MAX_EXCERPT_CHARS,
         description=f"characters of text per result, {MIN_EXCERPT_CHARS}-{MAX_EXCERPT_CHARS}; default "
-        f"{RESULT_TEXT_CHARS}; fewer keeps an answer small (the heading, a register's address and reset, "
+        f"{RESULT_TEXT_CHARS} ({RESULT_TEXT_CHARS * FIRST_RESULT_SHARE} for a search's first result); "
+        "fewer keeps an answer small (the heading, a register's address and reset, "
         "and the lines that match stay), more shows more of each passage",
     ),
 ]
@@ -314,6 +315,9 @@ class DocsTools:
             # a call may state the scope it really used (read's fallback); it goes first either way,
             # once per answer, without the fields that say nothing (which filters applied always stays)
             scope = without_empty(payload.pop("scope", applied.envelope), frozenset(("applied",)))
+            if not scope.get("projects_found"):  # the note names the folder where none was found
+                scope.pop("project_dir_from", None)
+                scope.pop("project_dir", None)
             return {"scope": scope, **payload}
 
         return self.answer(run)

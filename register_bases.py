@@ -765,10 +765,12 @@ def _address_not_found(index: ChipIndex, address: int) -> str:
     head = f"no register at 0x{address:X} on {index.chip}"
     hint = " (an offset? pass peripheral=..., e.g. UART)" if address < OFFSET_LIMIT else ""
     owners = index.base_owners()
+    if not owners:  # nothing to place it against: the store lacks the headers, not the address a register
+        return f"{head}: {index.missing_headers()}{hint}"
     owner = index.owning_base(address)
     if owner is None:
-        lowest = f"; the lowest peripheral base is {owners[0][1][0]} (0x{owners[0][0]:08X})" if owners else ""
-        return f"{head}: it lies below every peripheral base in reg_base.h{lowest}{hint}"
+        lowest = f"the lowest peripheral base is {owners[0][1][0]} (0x{owners[0][0]:08X})"
+        return f"{head}: it lies below every peripheral base in reg_base.h; {lowest}{hint}"
     base, names = owner
     following = [value for value, _ in owners if value > base]
     end = following[0] if following else 1 << 32

@@ -82,6 +82,14 @@ class ChipIndex:
     # instance_addresses per register macro: the address map and the manual's registers both ask
     _instances: dict[Macro, list[tuple[int, int]]] = field(default_factory=dict)
 
+    def missing_headers(self) -> str:
+        """What a store without this chip's SoC headers cannot say, and the command that adds them."""
+        return (
+            f"this store holds no ESP-IDF SoC headers for {self.chip} (reg_base.h and the *_reg.h "
+            f"files), so it cannot place an absolute address; a store built with them can: "
+            f"uv run just rebuild --chips {self.chip}"
+        )
+
     def header_registers(self) -> list[Macro]:
         """Register macros (``X_REG``, ``X_REG(i)``, ``X_REG_1``), not base, field or accessor macros."""
         return [
@@ -484,3 +492,11 @@ class BaseSource:
             if digits is not None and int(digits.group(1)) == number:
                 return position
         return None
+
+
+def missing_chip(chip: str) -> str:
+    """What a store holding nothing of ``chip`` cannot say, and the command that adds it."""
+    return (
+        f"this store holds neither the manual nor the SoC headers of {chip}, so it cannot say "
+        f"whether {chip} has this register; a store built with it can: uv run just rebuild --chips {chip}"
+    )

@@ -48,6 +48,7 @@ from register_index import (
     _resolve_revision,
     _rows,
     chip_index,
+    missing_chip,
 )
 from register_views import (
     HEADERS,
@@ -372,6 +373,10 @@ class UnknownRegister(ValueError):
     """A register name the chip's manual and headers do not have."""
 
 
+class StoreLacksChip(Exception):
+    """The store holds nothing of a chip: whether it has a register is unknown, not "no"."""
+
+
 def _elsewhere(table: Any, name: str, chip: str, release: str | None = None) -> str:
     """Which other chips' manuals or headers have a register ``name``, and which other ESP-IDF
     releases' headers define it for this chip: a question asked for the wrong chip or release should
@@ -508,7 +513,11 @@ def lookup_register(
         other_index = chip_index(table, other_chip, other_rev, release)
         label = other_chip + (f" {other_rev}" if other_rev else "")
         try:
+            if not other_index.trm and not other_index.macros:
+                raise StoreLacksChip(missing_chip(other_chip))
             other = _describe_register(other_index, answer["name"])
+        except StoreLacksChip as exc:  # unknown, not absent: the store has nothing of that chip
+            answer["compare"] = {"with": label, "present": None, "message": str(exc)}
         except ValueError as exc:
             answer["compare"] = {"with": label, "present": False, "message": str(exc)}
         else:

@@ -96,6 +96,11 @@ class HeldRelease:
             "rows": self.rows,
         }
 
+    def cited(self) -> dict[str, str]:
+        """What an answer cites of the release it came from: its version and commit (the chips and
+        row counts are esp32_docs_list_chips' to show, not every answer's)."""
+        return {"idf_version": self.series, "exact_version": self.version, "commit": self.commit}
+
 
 @dataclass
 class ReleaseIndex:
@@ -281,14 +286,14 @@ def choose(
         )
     else:
         series = index.default(chip)
-        how = "the store's default: the release covering the most chips; pass idf_version to choose"
+        how = "the store's default (it covers the most chips); pass idf_version to choose"
         if series is None:
             return ReleaseChoice(
                 None,
                 {
                     "answered_from": None,
                     "how": f"no ESP-IDF release in the store covers {chip}: only its manual answers",
-                    "held": [index.held[s].as_dict() for s in index.series],
+                    "held": list(index.series),
                 },
             )
     if series is not None and chip is not None and chip not in index.held[series].chips:
@@ -298,9 +303,9 @@ def choose(
             f"{chip}; {chip} is held in: {', '.join(having) or 'no release (TRM only)'}"
         )
     envelope: dict[str, Any] = {
-        "answered_from": index.held[series].as_dict() if series else "all releases (results list theirs)",
+        "answered_from": index.held[series].cited() if series else "all releases (results list theirs)",
         "how": how,
-        "held": [index.held[s].as_dict() for s in index.series],
+        "held": list(index.series),
     }
     if notes:
         envelope["notes"] = notes

@@ -7,16 +7,24 @@ for ESP-IDF pages, the public docs URL for the chip asked about.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from typing import Any
 
 from chip_vocab import chips
-from chunk_format import FIELDS_LINE, REGISTER_CHUNK_HEAD
+from chunk_format import PATH_SEPARATOR
+from excerpts import excerpt
 from follow_refs import follow_up
+from releases import release_series
 
-RESULT_TEXT_CHARS = 2400
+# A result's default excerpt, in characters; the first result's is FIRST_RESULT_SHARE times as
+# long. Sized so a k=5 answer stays near 6 kB with its provenance (excerpts keep the lines that hold
+# the query's words, see excerpts.py); esp32_docs_read gives a whole section.
+RESULT_TEXT_CHARS = 300
+FIRST_RESULT_SHARE = 3
+# The symbols a result names for find_symbol beyond those its excerpt shows: the first few are the
+# passage's own.
+SYMBOL_REFS_SHOWN = 2
 # The fields every client reads, shown even when empty (the smoke client, the eval and agents' prompts
 # rely on them); any other field appears only when it holds something, so no answer pays for empties.
 ALWAYS_SHOWN = frozenset(
@@ -34,84 +42,6 @@ ALWAYS_SHOWN = frozenset(
     )
 )
 IDF_DOCS_URL = "https://docs.espressif.com/projects/esp-idf/en/latest/{chip}/{path}.html"
-
-
-def excerpt(
-    text: str, focus: list[str], budget: int = RESULT_TEXT_CHARS, terms: list[str] | None = None
-) -> tuple[str, bool]:
-    """Shorten ``text`` to ``budget`` characters, keeping its lead and the part that matters: the
-    first line naming a focus symbol, else the line where the query's rarer words meet.
-
-    The lead is the heading line, and for a register block every line before its field list (name,
-    address, reset value, summary): a register answer without its address or reset is no answer.
-    """
-    if len(text) <= budget:
-        return text, False
-    lead = _lead(text)
-    room = max(budget - len(lead) - 5, 200)  # "\n…\n" after the lead and " …" at the end
-    lowered = text.lower()
-    positions = [p for p in (lowered.find(s.lower(), len(lead)) for s in focus) if p >= 0]
-    if positions:
-        start = text.rfind("\n", 0, min(positions)) + 1
-    else:
-        # the best line with a third of the window before it: what leads up to an answer matters too
-        best = _best_line_start(text, len(lead), terms or [])
-        start = max(text.rfind("\n", 0, max(best - room // 3, len(lead))) + 1, len(lead))
-    chosen = start
-    start = min(chosen, _tail_start(text, len(lead), room))
-    if start + room <= budget:
-        return text[: budget - 2].rstrip() + " …", True
-    owner = _enclosing_declaration(text, len(lead), start)
-    if owner:  # make room for the owner line; the later start may open under another declaration
-        start = min(chosen, _tail_start(text, len(lead), room - len(owner) - 3))
-        owner = _enclosing_declaration(text, len(lead), start)
-    if owner:
-        room = max(room - len(owner) - 3, 200)
-    window = text[start : start + room].rstrip() + (" …" if start + room < len(text) else "")
-    if owner:
-        return f"{lead}\n…\n{owner}\n…\n{window}", True
-    return f"{lead}\n…\n{window}", True
-
-
-def _tail_start(text: str, lead_end: int, room: int) -> int:
-    """The first line start from which ``room`` characters reach the end of ``text``: a window
-    placed later would run past the end and waste its budget on nothing (a 2,600-character guide
-    chunk showed only its last 950 characters, without the sentence that answered)."""
-    return max(text.find("\n", len(text) - room) + 1, lead_end)
-
-
-def _lead(text: str) -> str:
-    register = REGISTER_CHUNK_HEAD.match(text)
-    if register is None:
-        return text.split("\n", 1)[0]
-    fields = text.find("\n" + FIELDS_LINE, register.start())
-    return text[: fields if fields >= 0 else register.end()].rstrip()
-
-
-# An API reference chunk lists several declarations, each an unindented line (``struct httpd_config
-# (typedef httpd_config_t)``, a prototype) followed by its indented members and their descriptions.
-DECLARATION_LINE = re.compile(r"^\S[^\n]{0,158}$", re.MULTILINE)
-
-
-def _enclosing_declaration(text: str, lead_end: int, start: int) -> str | None:
-    """The unindented declaration line that owns the window starting at ``start``, when the window
-    opens on its indented members: ``uint16_t max_open_sockets`` is no answer without the struct
-    it belongs to. None when the window starts at a declaration or nothing is indented there."""
-    if start >= len(text) or not text[start].isspace():
-        return None
-    owners = list(DECLARATION_LINE.finditer(text, lead_end, start))
-    return owners[-1].group(0).rstrip() if owners else None
-
-
-def _best_line_start(text: str, after: int, terms: list[str]) -> int:
-    """Where the line holding the most query words starts, each word weighted by how few of the
-    chunk's lines use it (a word on every field line says little); the first such line wins."""
-    starts = [after] + [m.end() for m in re.finditer("\n", text) if m.end() > after]
-    lines = [text[a:b].lower() for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
-    weight = {t: math.log(1 + len(lines) / (1 + sum(t in line for line in lines))) for t in terms}
-    scores = [sum(w for t, w in weight.items() if t in line) for line in lines]
-    best = max(range(len(lines)), key=lambda i: (scores[i], -i)) if lines else 0
-    return starts[best] if lines and scores[best] > 0 else after
 
 
 def revision_scope(row_revisions: list[str], row_chips: list[str]) -> str | None:
@@ -195,22 +125,27 @@ def _is_variant(
     return len(mine & theirs) >= VARIANT_SHARED_WORDS * len(mine | theirs)
 
 
-def with_variant_note(text: str, row: dict[str, Any]) -> str:
-    """``text`` (a row's text or its excerpt) followed by the note on its folded copies, if any."""
+def with_variant_note(text: str, row: dict[str, Any], budget: int | None = None) -> str:
+    """``text`` (a row's text or its excerpt) followed by the note on its folded copies, if any;
+    the note takes at most half the excerpt's ``budget``, so a short excerpt stays short."""
     variants = row.get("chip_variants")
-    return text + variant_note(variants) if variants else text
+    if not variants:
+        return text
+    return text + (variant_note(variants) if budget is None else variant_note(variants, budget // 2))
 
 
-def variant_note(variants: list[dict[str, Any]]) -> str:
+def variant_note(variants: list[dict[str, Any]], note_chars: int = VARIANT_NOTE_CHARS) -> str:
     """The other chips' copies in a few lines: their chips, chunk, and the lines only they have."""
+    note_chars = min(note_chars, VARIANT_NOTE_CHARS)
+    line_chars = min(VARIANT_LINE_CHARS, max(note_chars // 3, 60))
     lines = ["", "Other chips' copies of this section (esp32_docs_read with one of their chips) differ:"]
     used = 0
     for shown, variant in enumerate(variants):
         differs = " | ".join(variant["differs"]) or "no lines of their own (a shorter copy)"
-        if len(differs) > VARIANT_LINE_CHARS:
-            differs = differs[:VARIANT_LINE_CHARS].rstrip() + " …"
+        if len(differs) > line_chars:
+            differs = differs[:line_chars].rstrip() + " …"
         line = f"- {', '.join(variant['chips'])} (chunk {variant['chunk_index']}): {differs}"
-        if used + len(line) > VARIANT_NOTE_CHARS:
+        if used + len(line) > note_chars:
             lines.append(f"- … {len(variants) - shown} more copies")
             break
         lines.append(line)
@@ -219,35 +154,90 @@ def variant_note(variants: list[dict[str, Any]]) -> str:
 
 
 def format_result(
-    row: dict[str, Any], chip: str | None, focus: list[str], terms: list[str] | None, budget: int
+    row: dict[str, Any],
+    chip: str | None,
+    focus: list[str],
+    terms: list[str] | None,
+    budget: int,
+    series: str | None = None,
 ) -> dict[str, Any]:
-    """One passage as the agent sees it: the excerpt plus every provenance field."""
-    text, truncated = excerpt(row["text"], focus, budget, terms)
+    """One passage as the agent sees it: the excerpt plus every provenance field. A passage that
+    several releases share cites the source of the release the answer is for (``series``), and
+    lists every release's source only when no one release was chosen."""
+    text, truncated = excerpt(row["text"], focus, budget, terms, row.get("kind"))
+    version, commit, sources = cited_source(row, series)
     variants = row.get("chip_variants", [])
     result = {
-        "text": with_variant_note(text, row),
+        "text": with_variant_note(text, row, budget),
         "text_truncated": truncated,
         "doc_type": row["doc_type"],
         "chips": row["chips"],
         "revisions": row["revisions"],
         "revision_scope": revision_scope(row["revisions"], row["chips"]),
-        "source_doc": row["source_doc"],
+        "source_doc": None if _restates(row["source_doc"], row) else row["source_doc"],
         "section_path": row["section_path"],
         "file_path": row["file_path"],
         "chunk_index": row["chunk_index"],
         "releases": row["releases"],
-        "source_version": row["source_version"],
-        "source_commit": row["source_commit"],
-        "release_sources": row["release_sources"],
-        "score": None if row["score"] is None else round(row["score"], 5),
+        "source_version": version,
+        "source_commit": commit,
+        "release_sources": sources,
         "matched_by": row["matched_by"],
-        "symbol_refs": row["symbol_refs"][:24],
+        "symbol_refs": unseen_symbols(row["symbol_refs"], text)[:SYMBOL_REFS_SHOWN],
         "url": docs_url(row, chip) or row.get("url") or None,
-        **follow_up(row),
+        **follow_up(row, text),
     }
     if variants:
         result["chip_variants"] = [{"chips": v["chips"], "chunk_index": v["chunk_index"]} for v in variants]
     return without_empty(result, ALWAYS_SHOWN)
+
+
+def unseen_symbols(symbol_refs: list[str], text: str) -> list[str]:
+    """The passage's symbols the excerpt does not show: the ones an agent could not have read off
+    the text, and may want to look up with find_symbol."""
+    return [symbol for symbol in symbol_refs if symbol not in text]
+
+
+def cited_source(row: dict[str, Any], series: str | None) -> tuple[str, str, list[str] | None]:
+    """The version and commit a result cites, and the release sources it still lists: a row of one
+    release cites its own; a shared row answered for one release cites that release's source
+    (``version@commit`` in ``release_sources``); a shared row answered for all lists them all."""
+    sources = row.get("release_sources") or []
+    if len(sources) <= 1:
+        return row["source_version"], row["source_commit"], None
+    for source in sources:
+        version, _, commit = source.rpartition("@")
+        if series is not None and release_series(version) == series:
+            return version, commit, None
+    return row["source_version"], row["source_commit"], sources
+
+
+def _restates(source_doc: str, row: dict[str, Any]) -> bool:
+    """Whether the document's name is already in the result: the head of its section path (a
+    chapter or page title) or its file's name (a header)."""
+    page = row["section_path"].split(PATH_SEPARATOR, 1)[0]
+    return source_doc in (page, row["file_path"].rsplit("/", 1)[-1])
+
+
+def drop_repeated_refs(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``results`` with each follow-up reference shown once per answer, at the best-ranked result
+    that has it: passages of one chapter share their links, and an agent needs each only once."""
+    seen: set[str] = set()
+    for result in results:
+        for key in ("doc_refs", "file_refs", "symbol_refs"):
+            if key not in result:
+                continue
+            kept = [ref for ref in result[key] if _ref_key(key, ref) not in seen]
+            seen.update(_ref_key(key, ref) for ref in result[key])
+            if kept:
+                result[key] = kept
+            else:
+                del result[key]
+    return results
+
+
+def _ref_key(kind: str, ref: Any) -> str:
+    return f"{kind}:{ref}" if isinstance(ref, str) else f"{kind}:{sorted(ref.items())}"
 
 
 def without_empty(fields: dict[str, Any], keep: frozenset[str] = frozenset()) -> dict[str, Any]:

@@ -34,8 +34,10 @@ from query_analysis import QueryAnalysis, analyse, query_symbols
 from releases import ReleaseChoice, ReleaseError, ReleaseIndex, choose
 from rerank import Ranker
 from results import (
+    FIRST_RESULT_SHARE,
     RESULT_TEXT_CHARS,
     docs_url,
+    drop_repeated_refs,
     fold_chip_variants,
     format_result,
     round_robin,
@@ -113,6 +115,11 @@ class Filters:
             for k, v in (("chip", self.chip), ("doc_type", self.doc_type), ("revision", self.revision))
             if v
         }
+
+    @property
+    def series(self) -> str | None:
+        """The one ESP-IDF release this call answers from (None: every release, or not chosen)."""
+        return self.release.series if self.release is not None else None
 
     def with_release(self, release: ReleaseChoice) -> Filters:
         return replace(self, release=release)
@@ -267,6 +274,7 @@ class SearchEngine:
         self.term_stats = term_stats
         self.demo_note = demo_note
         self.result_chars = result_chars  # the eval raises it to measure what shortening costs
+        self.first_result_share = FIRST_RESULT_SHARE
         self.index = StoreIndex.build(table)
         self.retrievers = Retrievers(table)
 
@@ -291,7 +299,7 @@ class SearchEngine:
         filters = validate_filters(chip, doc_type, revision)
         filters = filters.with_release(self.release_for(idf_version, filters.chip, project_release))
         k = validate_k(k)
-        budget = validate_excerpt_chars(excerpt_chars) or self.result_chars
+        budget = validate_excerpt_chars(excerpt_chars)
         if mode not in MODES:
             raise SearchInputError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
         where = filters.where()
@@ -301,7 +309,14 @@ class SearchEngine:
             self.rank(query, where, mode, doc_type=filters.doc_type, identifiers=identifiers)
         )
         terms = query_terms(query)
-        results = [self._result(row, filters.chip, symbols, terms, budget) for row in ranked[:k]]
+        results = drop_repeated_refs(
+            [
+                self._result(
+                    row, filters.chip, symbols, terms, budget or self.excerpt_budget(rank), filters.series
+                )
+                for rank, row in enumerate(ranked[:k])
+            ]
+        )
         payload = {
             "query": query,
             "mode": mode,
@@ -312,6 +327,8 @@ class SearchEngine:
             "more_results": max(len(ranked) - k, 0),
             "note": self._more_note(len(ranked), k) if results else self._empty_note(filters),
         }
+        if not symbols:
+            del payload["symbols_in_query"]  # named only when identifiers steered the ranking
         return self._envelope(payload, filters)
 
     def _empty_note(self, filters: Filters) -> str:
@@ -353,10 +370,8 @@ class SearchEngine:
         if candidates <= k:
             return "no further candidates matched"
         capped = "at least " if candidates >= CANDIDATE_POOL else ""
-        return (
-            f"{capped}{candidates - k} more candidates ranked below these; raise k (max {MAX_K}), "
-            "narrow with chip/doc_type/revision, or read around a hit with esp32_docs_read"
-        )
+        more = candidates - k
+        return f"{capped}{more} more below; raise k (max {MAX_K}) or narrow with chip/doc_type/revision"
 
     def release_for(
         self, idf_version: str | None, chip: str | None, project_release: ProjectRelease = None
@@ -469,7 +484,11 @@ class SearchEngine:
         results = []
         for row in interleaved:
             result = self._result(
-                {**row, "matched_by": ["symbol"], "score": None}, filters.chip, [symbol], budget=budget
+                {**row, "matched_by": ["symbol"], "score": None},
+                filters.chip,
+                [symbol],
+                budget=budget,
+                series=filters.series,
             )
             result["matched_symbols"] = matched_refs(row["symbol_refs"], [symbol])
             results.append(result)
@@ -707,6 +726,11 @@ class SearchEngine:
 
     # -- shared -------------------------------------------------------------------------------
 
+    def excerpt_budget(self, rank: int) -> int:
+        """The default excerpt of the result at 0-based ``rank``: the first result, the likeliest
+        answer, gets twice the others' share, so a k=5 answer stays small without starving it."""
+        return self.result_chars * (self.first_result_share if rank == 0 else 1)
+
     def _result(
         self,
         row: dict[str, Any],
@@ -714,11 +738,13 @@ class SearchEngine:
         focus: list[str],
         terms: list[str] | None = None,
         budget: int | None = None,
+        series: str | None = None,
     ) -> dict[str, Any]:
-        return format_result(row, chip, focus, terms, budget or self.result_chars)
+        return format_result(row, chip, focus, terms, budget or self.result_chars, series)
 
     def _envelope(self, payload: dict[str, Any], filters: Filters | None = None) -> dict[str, Any]:
-        if filters is not None and filters.release is not None:
+        # the manuals and their rows hold for every release: a TRM-only answer names none
+        if filters is not None and filters.release is not None and filters.doc_type != "trm":
             payload["release"] = filters.release.envelope
         if self.demo_note:
             payload["corpus_note"] = self.demo_note

@@ -58,7 +58,7 @@ def stem(word: str) -> str:
 EXCERPT_STOPWORDS = frozenset((
     "the", "and", "for", "how", "what", "which", "where", "does", "with", "from", "that", "this",
     "into", "are", "can", "its", "use", "set", "get", "there", "when", "who", "why", "will",
-    "about", "register", "address",
+    "about",
 ))
 # fmt: on
 _EXCERPT_TERM = re.compile(r"[a-z0-9_]{3,}")

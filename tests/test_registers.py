@@ -1010,3 +1010,27 @@ def test_field_lines_after_a_break_belong_to_no_register() -> None:
 def test_a_low_first_bit_range_composes_like_the_high_first_one() -> None:
     fields = [{"name": "DRV", "bits": "5:6", "reset": "0x2"}, {"name": "EN", "bits": "0", "reset": "0x1"}]
     assert register_views.compose_reset(fields) == (0x41, "")
+
+
+@pytest.fixture(scope="module")
+def manual_only(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A store of the manuals alone, as the demo is: no SoC headers, and no esp32c6 at all."""
+    rows = [row for row in _trm_rows() if row["chips"] != ["esp32c6"]]
+    return _zero_vector_table(tmp_path_factory.mktemp("manual-only"), rows)
+
+
+def test_address_lookup_without_headers_names_what_the_store_lacks(manual_only: Any) -> None:
+    with pytest.raises(ValueError) as error:
+        registers.lookup_register(manual_only, "esp32c3", address="0x30000000")
+    message = str(error.value)
+    assert "holds no ESP-IDF SoC headers for esp32c3" in message
+    assert "uv run just rebuild --chips esp32c3" in message
+    assert "below every peripheral base" not in message
+
+
+def test_compare_with_a_chip_the_store_lacks_is_unknown_not_absent(manual_only: Any) -> None:
+    answer = registers.lookup_register(manual_only, "esp32c3", name="UART_CLKDIV_REG", compare_with="esp32c6")
+    compare = answer["compare"]
+    assert compare["present"] is None, "nothing of esp32c6 is held: absence cannot be claimed"
+    assert "holds neither the manual nor the SoC headers of esp32c6" in compare["message"]
+    assert "uv run just rebuild --chips esp32c6" in compare["message"]

@@ -209,9 +209,11 @@ def test_every_result_carries_the_documented_fields(engine: SearchEngine) -> Non
     assert found["returned"] == 3 and found["more_results"] > 0 and "raise k" in found["note"]
     for result in found["results"]:
         assert set(result) >= {
-            "text", "doc_type", "chips", "revisions", "revision_scope", "source_doc", "section_path",
-            "file_path", "chunk_index", "source_version", "source_commit", "score", "matched_by",
+            "text", "doc_type", "chips", "revisions", "revision_scope", "section_path",
+            "file_path", "chunk_index", "source_version", "source_commit", "matched_by",
         }  # fmt: skip
+        # the document's name is shown only where the section path and file name do not say it
+        assert result.get("source_doc") != result["section_path"].split(" > ")[0]
         # a field that says nothing is left out, except those every client reads; every row links upstream
         assert result.get("symbol_refs", [1]) != [] and result["url"].startswith("https://")
         assert result.get("text_truncated", True) is True and result.get("releases", [1]) != []
