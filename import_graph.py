@@ -60,6 +60,7 @@ BUILD_STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "header_scan",
             "capability_headers",
             "header_checks",
+            "revision_folders",
         ),
     ),
     ("ingest", ("ingest_sphinx_xml", "ingest_trm", "ingest_source")),
@@ -98,6 +99,7 @@ TOOL_MODULES = (
     "bundle",
     "formula_census",
     "memory_bench",
+    "ingest_bench",
 )
 
 # Edges across the paths that are meant, each with its reason.

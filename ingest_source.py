@@ -29,7 +29,7 @@ from typing import Any
 from tqdm import tqdm
 
 from capability_headers import acronym_spellings, capability_sections, comment_pairs, is_capability_header
-from chip_vocab import chip_ids, chips
+from chip_vocab import chip_ids
 from chunk_format import card_text, field_text, with_struct_fields_note
 from chunking import Block, Section, chunk_tree, word_count
 from header_checks import census, check_registers, declared_symbols
@@ -50,6 +50,7 @@ from header_scan import (
 from lexicon import NO_LEXICON, Lexicon, mine
 from provenance import source_provenance
 from releases import release_series, release_source, require_series
+from revision_folders import revision_folder, revisions_for, unknown_folders_message
 from schema import make_row, read_jsonl, write_jsonl
 from source_links import IncludeIndex, link_rows
 from sources import load_pins
@@ -57,20 +58,6 @@ from sources import load_pins
 SOC_DIR = Path("components/soc")
 # Silicon-revision folders ESP-IDF keeps side by side (components/soc/CMakeLists.txt picks one per
 # build from a Kconfig choice). Value: the chips.yaml revisions the folder's headers describe.
-# A numbered folder means a chip-specific revision (ESP32-P4: hw_ver1 is v1.x silicon, selected
-# by CONFIG_ESP32P4_SELECTS_REV_LESS_V3), so each must be named here: a wrong revision on a register
-# is a wrong answer about hardware. The sample and production folders below go by rule instead.
-HW_VERSION_DIRS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("esp32p4", "hw_ver1"): ("v1.3",),
-    ("esp32p4", "hw_ver3"): ("mainline",),
-}
-# Engineering-sample silicon (ESP32-H21 hw_ver_beta1, ESP32-H4 hw_ver_beta5): ESP-IDF builds these
-# headers only when a project does not select the production silicon. No revision in chips.yaml
-# names such samples, so they are left out, and said so.
-ENGINEERING_SAMPLE_DIR = re.compile(r"hw_ver_beta\d*")
-# The production silicon (hw_ver_mp) of a chip with one revision in chips.yaml is that revision's
-# chip as sold: its rows carry no revision restriction. With several revisions it is ambiguous.
-PRODUCTION_DIR = "hw_ver_mp"
 GROUP_WORDS = 60  # consecutive one-line macros share a block up to this size
 # A struct stays one atomic block up to this size; past it (whole-peripheral register structs
 # reach 11,000 words) it is cut between members, never inside one.
@@ -108,11 +95,11 @@ def discover_headers(
             rel = path.relative_to(idf_path).as_posix()
             parts = path.relative_to(chip_dir).parts
             if any(p.startswith("hw_ver") for p in parts[:-1]):
-                folders.add(_revision_folder(rel))
+                folders.add(revision_folder(rel))
             try:
-                revisions = _revisions_for(chip, parts, skip_folders)
+                revisions = revisions_for(chip, parts, skip_folders)
             except KeyError:
-                unknown[_revision_folder(rel)] += 1
+                unknown[revision_folder(rel)] += 1
                 continue
             if revisions is None:
                 skipped.append(rel)
@@ -124,51 +111,8 @@ def discover_headers(
             f"its revision folders: {', '.join(sorted(folders)) or 'none'}"
         )
     if unknown:
-        raise UsageError(_unknown_folders_message(unknown))
+        raise UsageError(unknown_folders_message(unknown))
     return found, skipped
-
-
-def _revisions_for(
-    chip: str, parts: tuple[str, ...], skip_folders: frozenset[str] = frozenset()
-) -> tuple[str, ...] | None:
-    """The revisions a header under ``components/soc/<chip>/<parts>`` describes; None = left out.
-    KeyError for a revision folder no mapping or rule covers."""
-    hw_dirs = [p for p in parts[:-1] if p.startswith("hw_ver")]
-    if not hw_dirs:
-        return ()
-    folder = hw_dirs[0]
-    if (chip, folder) in HW_VERSION_DIRS:
-        return HW_VERSION_DIRS[(chip, folder)]
-    if ENGINEERING_SAMPLE_DIR.fullmatch(folder) or f"{chip}/{folder}" in skip_folders:
-        return None
-    if folder == PRODUCTION_DIR and len(chips()[chip].revisions) == 1:
-        return ()
-    raise KeyError((chip, folder))
-
-
-def _revision_folder(rel_path: str) -> str:
-    """``components/soc/esp32h4/register/hw_ver_beta5/soc/x.h`` -> ``esp32h4/hw_ver_beta5``."""
-    parts = rel_path.split("/")
-    return f"{parts[2]}/{next(p for p in parts[3:-1] if p.startswith('hw_ver'))}"
-
-
-def _unknown_folders_message(unknown: Counter[str]) -> str:
-    """Names each unmapped revision folder, the chip's known revisions, and the two ways on."""
-    lines = []
-    for key, count in sorted(unknown.items()):
-        chip = key.split("/")[0]
-        lines.append(
-            f"  {key} ({count} headers); chips.yaml revisions of {chip}: {', '.join(chips()[chip].revisions)}"
-        )
-    known = ", ".join(f"{c}/{d}" for c, d in HW_VERSION_DIRS)
-    return (
-        "unknown silicon-revision folder(s); their headers would be labelled with a guessed revision:\n"
-        + "\n".join(lines)
-        + "\nMap each in ingest_source.HW_VERSION_DIRS to the chips.yaml revisions its headers describe "
-        "(ESP-IDF's components/soc/CMakeLists.txt names the Kconfig option that selects it; "
-        f"mapped: {known}; hw_ver_beta* and a one-revision chip's hw_ver_mp are read by rule), "
-        "or leave them out with " + " ".join(f"--skip-revision-folder {key}" for key in sorted(unknown))
-    )
 
 
 LINKER_SCRIPT = "{chip}.peripherals.ld"  # components/soc/<chip>/ld/: where peripheral instances live
@@ -645,7 +589,7 @@ def ingest(
     )
     rows = (row for result in results.values() for row in result.rows)
     write_jsonl(out_path, rows)
-    for folder, count in sorted(Counter(_revision_folder(rel) for rel in skipped).items()):
+    for folder, count in sorted(Counter(revision_folder(rel) for rel in skipped).items()):
         print(f"left out {count} headers of {folder} (not a revision chips.yaml names)", file=sys.stderr)
     return results
 
