@@ -87,8 +87,11 @@ def discover_headers(
     skipped: list[str] = []
     unknown: Counter[str] = Counter()
     folders: set[str] = set()
+    # the shared headers hold for the chips this release supports (a folder of their own), not for
+    # every chip known today: v4.4's soc/include says nothing about an esp32c6
+    release_chips = tuple(chip for chip in chip_ids() if (soc / chip).is_dir())
     for path in sorted((soc / "include").rglob("*.h")):
-        found.append(HeaderFile(path, path.relative_to(idf_path).as_posix(), tuple(chip_ids()), ()))
+        found.append(HeaderFile(path, path.relative_to(idf_path).as_posix(), release_chips, ()))
     for chip in chip_ids():
         chip_dir = soc / chip
         for path in sorted(chip_dir.rglob("*.h")):
