@@ -18,10 +18,11 @@ from follow_refs import follow_up
 from releases import release_series
 
 # A result's default excerpt, in characters; the first result's is FIRST_RESULT_SHARE times as
-# long. Sized so a k=5 answer stays near 6 kB with its provenance (excerpts keep the lines that hold
-# the query's words, see excerpts.py); esp32_docs_read gives a whole section.
-RESULT_TEXT_CHARS = 300
-FIRST_RESULT_SHARE = 3
+# long. The largest that keeps question answers in sight: shorter defaults lost answers from the
+# top five on the short-question pool (docs/retrieval.md); a caller short of context passes
+# excerpt_chars, and esp32_docs_read gives a whole section.
+RESULT_TEXT_CHARS = 1200
+FIRST_RESULT_SHARE = 2
 # The symbols a result names for find_symbol beyond those its excerpt shows: the first few are the
 # passage's own.
 SYMBOL_REFS_SHOWN = 2
