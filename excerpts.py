@@ -21,7 +21,7 @@ from terms import stem
 
 # A line longer than this is cut at its sentences, so one long paragraph cannot take the budget.
 LONG_LINE_CHARS = 240
-# The least room kept for the body, however long the lead.
+# The least room kept for the body, however long the lead (which is never cut).
 MIN_BODY_CHARS = 200
 GAP_LINE = "\n…\n"
 GAP_INLINE = " … "
@@ -62,13 +62,8 @@ def excerpt(
     """
     if len(text) <= budget:
         return text, False
-    lead = _lead(text)
-    if len(lead) >= budget - MIN_BODY_CHARS:
-        lead = lead[: max(budget - MIN_BODY_CHARS, 80)].rstrip() + " …"
-        lead_end = len(_lead(text))
-    else:
-        lead_end = len(lead)
-    units = split_units(text, lead_end)
+    lead = _lead(text)  # whole even past the budget: an address or reset value is never cut
+    units = split_units(text, len(lead))
     if not units:
         return text[: budget - 2].rstrip() + " …", True
     room = max(budget - len(lead) - len(" …"), MIN_BODY_CHARS)

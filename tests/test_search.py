@@ -133,6 +133,17 @@ def test_variant_note_names_each_copy_and_stays_bounded() -> None:
     assert "no lines of their own" in variant_note([{"chips": ["esp32"], "chunk_index": 3, "differs": []}])
 
 
+def test_excerpt_never_cuts_a_register_blocks_lead() -> None:
+    head = (
+        "UART > Registers\n\nRegister UART_CLKDIV_REG\nAddress: 0x0014\nReset value: 0x000002B6\n"
+        "Summary: " + "clock divider configuration, " * 8 + "end\n"
+    )
+    text = head + "Fields:\n" + "".join(f"- UART_F{i} [{i}] (R/W) reset 0x0: field {i}\n" for i in range(40))
+    short, truncated = excerpt(text, [], budget=200, terms=["uart_f7"])
+    assert truncated and short.startswith(head.rstrip()), "address, reset and summary stay whole"
+    assert "UART_F7" in short
+
+
 def test_excerpt_keeps_heading_and_the_symbol_asked_about() -> None:
     text = "Chapter > Registers\n\n" + "filler line\n" * 400 + "Register FAR_AWAY_REG\nAddress: 0x0100\n"
     short, truncated = excerpt(text, ["FAR_AWAY_REG"], budget=600)
