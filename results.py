@@ -15,7 +15,7 @@ from chip_vocab import chips
 from chunk_format import PATH_SEPARATOR
 from excerpts import excerpt
 from follow_refs import follow_up
-from releases import release_series
+from releases import release_series, split_source
 
 # A result's default excerpt, in characters; the first result's is FIRST_RESULT_SHARE times as
 # long. The largest that keeps question answers in sight: shorter defaults lost answers from the
@@ -207,7 +207,7 @@ def cited_source(row: dict[str, Any], series: str | None) -> tuple[str, str, lis
     if len(sources) <= 1:
         return row["source_version"], row["source_commit"], None
     for source in sources:
-        version, _, commit = source.rpartition("@")
+        version, commit = split_source(source)
         if series is not None and release_series(version) == series:
             return version, commit, None
     return row["source_version"], row["source_commit"], sources

@@ -484,7 +484,7 @@ class SearchEngine:
         results = []
         for row in interleaved:
             result = self._result(
-                {**row, "matched_by": ["symbol"], "score": None},
+                {**row, "matched_by": ["symbol"]},
                 filters.chip,
                 [symbol],
                 budget=budget,
@@ -530,8 +530,7 @@ class SearchEngine:
                 f"{', '.join(s for s in series if not counts[s])}"
             )
             answer["migration_guides"] = [
-                {**self._result({**row, "matched_by": ["symbol"], "score": None}, None, [symbol])}
-                for row in guides
+                {**self._result({**row, "matched_by": ["symbol"]}, None, [symbol])} for row in guides
             ]
         return answer
 
@@ -728,7 +727,8 @@ class SearchEngine:
 
     def excerpt_budget(self, rank: int) -> int:
         """The default excerpt of the result at 0-based ``rank``: the first result, the likeliest
-        answer, gets twice the others' share, so a k=5 answer stays small without starving it."""
+        answer, gets ``first_result_share`` times the others' length, so an answer stays small
+        without starving its best passage."""
         return self.result_chars * (self.first_result_share if rank == 0 else 1)
 
     def _result(
