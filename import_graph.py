@@ -100,6 +100,7 @@ TOOL_MODULES = (
     "formula_census",
     "memory_bench",
     "ingest_bench",
+    "mine_arduino_vocab",
 )
 
 # Edges across the paths that are meant, each with its reason.

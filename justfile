@@ -128,6 +128,10 @@ eval mode="all":
 train-ranker *args:
     uv run train_ranker.py --db {{db}} "$@"
 
+# Re-mine arduino_vocab.json (which ESP-IDF calls each Arduino-ESP32 function makes) from arduino-esp32 trees, newest first, and the ESP-IDF trees given with --idf-path; healthy: "N Arduino names mapped to ESP-IDF calls", exit 0.
+mine-arduino-vocab *args:
+    uv run mine_arduino_vocab.py "$@"
+
 # The training pools through the real server (figures of questions the model was trained on: a check of the serving path, not of generalisation).
 eval-pool:
     uv run eval_retrieval.py eval/pool_short.jsonl --db {{db}} --via-mcp
