@@ -8,8 +8,7 @@ defines, the calls each body makes, the global instances (``extern WiFiClass WiF
 hierarchy, and follows the core's own helpers (``ledcWriteTone`` -> ``ledcChangeFrequency`` ->
 ``ledc_set_freq``) to the ESP-IDF functions they reach. What counts as an ESP-IDF function is read
 from the ESP-IDF trees given: every name declared in a public component header. Only names are kept:
-no upstream text (log messages, comments) goes into the file. A pasted core log line still names its
-function (``[E][esp32-hal-ledc.c:60] ledcSetup(): ...``), and that name is matched.
+no upstream text (log messages, comments) goes into the file.
 
     uv run mine_arduino_vocab.py ARDUINO_TREE [ARDUINO_TREE ...] --idf-path IDF_TREE [--idf-path ...]
 
@@ -32,6 +31,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from header_scan import _strip_comments
+
 VOCAB_FORMAT = 1
 # ESP-IDF calls kept per Arduino name, nearest first: beyond this the helpers' bookkeeping calls
 # (locks, logging, allocation) crowd in.
@@ -51,10 +52,9 @@ KEYWORDS = frozenset((
 ))
 # fmt: on
 SOURCE_SUFFIXES = (".c", ".cpp", ".h", ".hpp")
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')
 _DEFINITION = re.compile(
-    r"(?<![\w.>])(?P<name>(?:[A-Za-z_]\w*::)*~?[A-Za-z_]\w*)\s*\((?P<params>[^(){};]*(?:\([^(){};]*\)[^(){};]*)*)\)"
+    r"(?<![\w.>])(?P<name>(?:[A-Za-z_]\w*::)*~?[A-Za-z_]\w*)\s*\((?:[^(){};]*(?:\([^(){};]*\)[^(){};]*)*)\)"
     r"\s*(?:const\s*)?(?:noexcept\s*)?(?:override\s*)?(?::\s*[^{;]*?)?\{"
 )
 _CLASS = re.compile(r"\b(?:class|struct)\s+(?P<name>[A-Za-z_]\w*)\s*(?:final\s*)?(?::(?P<bases>[^{;]*))?\{")
@@ -72,7 +72,6 @@ class Definition:
     """One function or method the Arduino tree defines, with the calls its body makes."""
 
     qualified: str  # "analogRead", "WiFiGenericClass::mode"
-    file: str
     calls: list[tuple[str, str]] = field(default_factory=list)  # (via, name) in body order
 
     @property
@@ -95,17 +94,10 @@ class ArduinoTree:
     files: int = 0
 
 
-def blank_comments(text: str) -> str:
-    """The source with comments blanked, same length, so positions still match the original."""
-    return _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
-
-
-def blank_comments_and_strings(text: str) -> str:
-    """The source with comments and string contents blanked (same length), so braces and parentheses
-    inside them cannot confuse the brace matching."""
-    return _STRING.sub(
-        lambda m: m.group()[0] + " " * (len(m.group()) - 2) + m.group()[-1], blank_comments(text)
-    )
+def blank_strings(code: str) -> str:
+    """``code`` with string and character contents blanked, so braces and parentheses inside them
+    cannot confuse the brace matching."""
+    return _STRING.sub(lambda m: m.group()[0] + " " * (len(m.group()) - 2) + m.group()[-1], code)
 
 
 def matching_brace(code: str, opening: int) -> int:
@@ -122,28 +114,21 @@ def matching_brace(code: str, opening: int) -> int:
     return len(code)
 
 
-def class_spans(code: str) -> list[tuple[int, int, str]]:
-    """(start, end, class name) of every class or struct body, so inline methods get their owner."""
-    spans = []
-    for match in _CLASS.finditer(code):
-        opening = match.end() - 1
-        spans.append((opening, matching_brace(code, opening), match["name"]))
-    return spans
-
-
-def read_source(path: Path, relative: str, tree: ArduinoTree) -> None:
+def read_source(path: Path, tree: ArduinoTree) -> None:
     """Add one source file's definitions, aliases, instances and classes to ``tree``."""
-    raw = blank_comments(path.read_text(encoding="utf-8", errors="replace"))
-    code = blank_comments_and_strings(raw)
-    for match in _ALIAS.finditer(raw):
+    uncommented = _strip_comments(path.read_text(encoding="utf-8", errors="replace"))
+    code = blank_strings(uncommented)
+    for match in _ALIAS.finditer(uncommented):  # the alias target is a string
         tree.aliases[match["name"]] = match["target"]
     for match in _EXTERN_INSTANCE.finditer(code):
         tree.instances.setdefault(match["name"], match["type"])
+    classes = []  # (body start, body end, name): inline methods get their owner
     for match in _CLASS.finditer(code):
         bases = [part.split()[-1] for part in (match["bases"] or "").split(",") if part.split()]
         if bases:
             tree.bases.setdefault(match["name"], [re.sub(r"<.*", "", base) for base in bases])
-    classes = class_spans(code)
+        opening = match.end() - 1
+        classes.append((opening, matching_brace(code, opening), match["name"]))
     position = 0
     while match := _DEFINITION.search(code, position):
         name = match["name"]
@@ -154,7 +139,7 @@ def read_source(path: Path, relative: str, tree: ArduinoTree) -> None:
             continue
         owner = next((cls for start, stop, cls in classes if start < match.start() < stop), None)
         qualified = f"{owner}::{name}" if owner and "::" not in name else name
-        definition = Definition(qualified, relative)
+        definition = Definition(qualified)
         body = code[opening:end]
         definition.calls = [
             (call["via"] or "", call["name"]) for call in _CALL.finditer(body) if call["name"] not in KEYWORDS
@@ -163,12 +148,12 @@ def read_source(path: Path, relative: str, tree: ArduinoTree) -> None:
         position = end
 
 
-def source_files(root: Path) -> Iterator[tuple[Path, str]]:
+def source_files(root: Path) -> Iterator[Path]:
     """The core's and the libraries' sources: what an Arduino sketch calls into."""
     for folder in [root / "cores" / "esp32", *sorted((root / "libraries").glob("*/src"))]:
         for path in sorted(folder.rglob("*")):
             if path.suffix in SOURCE_SUFFIXES and path.is_file():
-                yield path, path.relative_to(root).as_posix()
+                yield path
 
 
 def read_trees(roots: list[Path]) -> ArduinoTree:
@@ -176,10 +161,10 @@ def read_trees(roots: list[Path]) -> ArduinoTree:
     (``ledcSetup`` and ``ledcAttach``) and users ask in each; a name several define is followed in
     all of them, the first root's calls first."""
     tree = ArduinoTree()
-    files = [(path, relative) for root in roots for path, relative in source_files(root)]
-    for path, relative in tqdm(files, desc="arduino sources", unit="file", file=sys.stderr):
-        read_source(path, relative, tree)
-        tree.files += 1
+    files = [path for root in roots for path in source_files(root)]
+    for path in tqdm(files, desc="arduino sources", unit="file", file=sys.stderr):
+        read_source(path, tree)
+    tree.files = len(files)
     return tree
 
 
@@ -196,7 +181,7 @@ def idf_functions(idf_paths: Iterable[Path]) -> dict[str, str]:
             and not any(part.startswith("test") for part in parts)
         ]
         for header in tqdm(headers, desc=f"idf headers {idf_path.name}", unit="file", file=sys.stderr):
-            code = blank_comments_and_strings(header.read_text(encoding="utf-8", errors="replace"))
+            code = blank_strings(_strip_comments(header.read_text(encoding="utf-8", errors="replace")))
             component = header.relative_to(components).parts[0]
             for match in _IDF_DECLARED.finditer(code):
                 if not match["name"].endswith("_t"):  # a cast to a type, not a call
@@ -258,9 +243,6 @@ class Resolver:
             frontier = following
         return found[:CALLS_PER_NAME]
 
-    def public(self, definition: Definition) -> bool:
-        return not definition.simple.startswith("_") and definition.simple not in KEYWORDS
-
 
 def mine(tree: ArduinoTree, idf: dict[str, str]) -> dict[str, object]:
     """The vocabulary: public names -> ESP-IDF calls, instances and classes."""
@@ -268,7 +250,7 @@ def mine(tree: ArduinoTree, idf: dict[str, str]) -> dict[str, object]:
     functions: dict[str, list[str]] = {}
     groups: dict[str, list[Definition]] = defaultdict(list)
     for definition in tree.definitions:
-        if resolver.public(definition):
+        if not definition.simple.startswith("_"):  # "__analogRead" is reached through its alias
             groups[definition.qualified].append(definition)
     for public, target in tree.aliases.items():
         if not public.startswith("_") and target in resolver.by_simple:
@@ -276,12 +258,9 @@ def mine(tree: ArduinoTree, idf: dict[str, str]) -> dict[str, object]:
     for name, definitions in sorted(groups.items()):
         if calls := resolver.idf_calls(definitions):
             functions[name] = calls
-    classes = {
-        cls: resolver.ancestors(cls)[1:]
-        for cls in sorted(tree.bases)
-        if any(name.startswith(f"{cls}::") for name in functions)
-        or any(ancestor in {n.split("::")[0] for n in functions} for ancestor in resolver.ancestors(cls))
-    }
+    owners = {name.split("::")[0] for name in functions if "::" in name}
+    lineages = {cls: resolver.ancestors(cls) for cls in sorted(tree.bases)}
+    classes = {cls: lineage[1:] for cls, lineage in lineages.items() if owners & set(lineage)}
     return {
         "functions": functions,
         "instances": dict(sorted(tree.instances.items())),
@@ -291,9 +270,10 @@ def mine(tree: ArduinoTree, idf: dict[str, str]) -> dict[str, object]:
 
 def tree_commit(root: Path) -> str | None:
     """The checkout's commit, or the first sentence of the SOURCE.md of a tree assembled file by file."""
-    result = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
-    if result.returncode == 0 and (root / ".git").exists():
-        return result.stdout.strip()
+    if (root / ".git").exists():
+        result = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
+        if result.returncode == 0:
+            return result.stdout.strip()
     source = root / "SOURCE.md"
     if not source.exists():
         return None
