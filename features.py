@@ -21,7 +21,7 @@ from fusion import ABSENT_RANK
 from lexicon import is_abbreviation, name_parts
 from passage_kinds import KIND_IDS
 from query_analysis import INTENTS, QueryAnalysis
-from terms import STOPWORDS, content_stems, stem, words
+from terms import STOPWORDS, content_stems, content_words, stem, words
 
 FEATURE_VERSION = "passage-kinds-2"
 DOC_TYPE_IDS = {None: 0, "idf": 1, "trm": 2, "src": 3}
@@ -120,12 +120,12 @@ def _overlap_features(
     values: np.ndarray, candidate: dict[str, Any], analysis: QueryAnalysis, speller: Speller
 ) -> None:
     weights = analysis.weights
-    text_stems = content_stems(candidate["text"])
-    present = set(text_stems)
+    wanted = set(weights)
+    present, hits = wanted_stems(candidate["text"], wanted)
     values[INDEX["rare_overlap"]] = sum(weight for term, weight in weights.items() if term in present)
     heading = set(content_stems(candidate["section_path"]))
     values[INDEX["heading_overlap"]] = sum(weight for term, weight in weights.items() if term in heading)
-    values[INDEX["span_cover"]] = densest_span(text_stems, set(weights)) / max(len(weights), 1)
+    values[INDEX["span_cover"]] = densest_hits(hits) / max(len(weights), 1)
     values[INDEX["name_cover"]] = max(
         (speller.coverage(name) for name in candidate["defined_names"]), default=0
     )
@@ -137,9 +137,23 @@ def _overlap_features(
         values[INDEX["chip_mention"]] = 1.0 if set(analysis.chips) & set(candidate["chips"]) else -1.0
 
 
-def densest_span(text_stems: list[str], wanted: set[str]) -> int:
-    """The most distinct ``wanted`` stems within any ``SPAN_WORDS`` consecutive words."""
-    hits = [(position, term) for position, term in enumerate(text_stems) if term in wanted]
+def wanted_stems(text: str, wanted: set[str]) -> tuple[set[str], list[tuple[int, str]]]:
+    """The ``wanted`` stems ``text`` holds, and each one's (position, stem) among its content words,
+    as ``content_stems`` would place them. Only the distinct words are stemmed and only the wanted
+    ones are placed: a candidate's text runs to hundreds of words, and the features are computed
+    for every candidate of every question."""
+    text_words = content_words(text)
+    stem_of = {word: stem(word) for word in set(text_words)}
+    wanted_words = {word: term for word, term in stem_of.items() if term in wanted}
+    if not wanted_words:
+        return set(), []
+    hits = [(place, wanted_words[word]) for place, word in enumerate(text_words) if word in wanted_words]
+    return set(wanted_words.values()), hits
+
+
+def densest_hits(hits: list[tuple[int, str]]) -> int:
+    """The most distinct stems among ``hits`` ((position, stem), in position order) within any
+    ``SPAN_WORDS`` consecutive positions."""
     in_span: Counter[str] = Counter()
     best = start = 0
     for position, term in hits:

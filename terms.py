@@ -12,6 +12,8 @@ import functools
 import re
 
 _WORD = re.compile(r"[a-z0-9]+")
+# The words of two characters or more: the same runs as _WORD, the one-letter ones skipped by the regex.
+_LONG_WORD = re.compile(r"[a-z0-9]{2,}")
 
 # fmt: off
 # Words that say nothing about which passage answers: question scaffolding and the vocabulary every
@@ -33,9 +35,14 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+def content_words(text: str) -> list[str]:
+    """``text``'s content words (two characters or more, no stopword), lower case, in order."""
+    return [word for word in _LONG_WORD.findall(text.lower()) if word not in STOPWORDS]
+
+
 def content_stems(text: str) -> list[str]:
-    """The stems of ``text``'s content words (two characters or more, no stopword), in order."""
-    return [stem(word) for word in words(text) if len(word) >= 2 and word not in STOPWORDS]
+    """The stems of ``text``'s content words, in order."""
+    return [stem(word) for word in content_words(text)]
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -8,15 +8,25 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import fusion
-from features import FEATURE_VERSION, FEATURES, INDEX, Speller, densest_span, feature_matrix
+from features import (
+    FEATURE_VERSION,
+    FEATURES,
+    INDEX,
+    Speller,
+    densest_hits,
+    feature_matrix,
+    wanted_stems,
+)
 from passage_kinds import KINDS, passage_facts
 from query_analysis import analyse
 from rerank import MODEL_PATH, Ranker, RankerError
 from schema import make_row
 from term_stats import TermStats, count_stems
-from terms import content_stems
+from terms import STOPWORDS, content_stems, content_words, words
 from train_ranker import answer_rank, cross_validate, train
 
 REGISTER = (
@@ -178,8 +188,8 @@ def test_features_measure_how_much_of_the_question_a_passage_says() -> None:
 
 def test_span_and_spelling_helpers() -> None:
     wanted = set(content_stems("free entries left partition"))
-    assert densest_span(content_stems("free entries on the partition"), wanted) == 3
-    assert densest_span(content_stems("free " + "filler " * 20 + "partition"), wanted) == 1
+    assert densest_hits(wanted_stems("free entries on the partition", wanted)[1]) == 3
+    assert densest_hits(wanted_stems("free " + "filler " * 20 + "partition", wanted)[1]) == 1
     speller = Speller(analyse("pulse counter control register address"))
     assert speller.coverage("PCNT_CTRL_REG") == 1.0 and speller.coverage("PCNT_U0_CONF0_REG") == 0.5
 
@@ -242,3 +252,22 @@ def test_training_learns_a_feature_that_decides_relevance_and_cross_validation_s
         rng.shuffle(group.features[:, INDEX["span_cover"]])
         group.features[:, INDEX["span_cover"]] = rng.random(12)
     assert sum(rank == 1 for rank in cross_validate(groups, folds=3)) < 20
+
+
+TEXTS = st.text(alphabet=st.sampled_from("abcdeEsSgint0129_ -.\nİK"), max_size=200)
+
+
+@given(text=TEXTS, query=TEXTS)
+def test_wanted_stems_places_what_content_stems_would(text: str, query: str) -> None:
+    """The reranker's overlap features stem only a text's distinct words; the stems found and their
+    positions must be those of stemming every word."""
+    wanted = set(content_stems(query))
+    stems = content_stems(text)
+    present, hits = wanted_stems(text, wanted)
+    assert present == wanted & set(stems)
+    assert hits == [(position, term) for position, term in enumerate(stems) if term in wanted]
+
+
+@given(text=TEXTS)
+def test_content_words_are_the_long_words_without_stopwords(text: str) -> None:
+    assert content_words(text) == [w for w in words(text) if len(w) >= 2 and w not in STOPWORDS]
