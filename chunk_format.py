@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -300,10 +301,14 @@ def parameter_regex(
 
 
 def _field(match: re.Match[str]) -> dict[str, Any]:
+    """One field line's parts. The strings are interned: a server holds the fields of every chip it
+    was asked about, and their bit ranges, access codes, resets, names and even descriptions repeat
+    across registers and across chips sharing a peripheral."""
+    access, reset = match.group("access"), match.group("reset")
     return {
-        "name": match.group("name"),
-        "bits": match.group("bits"),
-        "access": match.group("access"),
-        "reset": match.group("reset"),
-        "description": (match.group("description") or "").strip(),
+        "name": sys.intern(match.group("name")),
+        "bits": sys.intern(match.group("bits")),
+        "access": access and sys.intern(access),
+        "reset": reset and sys.intern(reset),
+        "description": sys.intern((match.group("description") or "").strip()),
     }

@@ -224,8 +224,10 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
                     index.summary_addresses.setdefault(value, row["file_path"])
         if "Register " not in row["text"]:
             continue
+        # the index keeps the row for the answer's citation; its text is parsed here and read no more
+        cited = {name: value for name, value in row.items() if name != "text"}
         for register in register_blocks(row["text"]):
-            index.add_trm_register(register, row)
+            index.add_trm_register(register, cited)
     src_where = (
         f"doc_type = 'src' AND array_has(chips, {_quote(chip)}) AND "
         "(source_doc LIKE '%\\_reg.h' ESCAPE '\\' OR source_doc IN ('soc.h', 'reg_base.h') "

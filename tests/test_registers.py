@@ -225,6 +225,26 @@ def test_lookup_by_name_joins_manual_and_header(table: Any) -> None:
     assert answer["header_defines"][0]["file_path"] == "components/soc/esp32c3/register/soc/uart_reg.h"
 
 
+def test_the_chip_index_keeps_a_manual_register_citation_without_its_chunk_text(table: Any) -> None:
+    """The index is held per chip for the server's life: the chunk text it parsed stays in the store."""
+    index = register_index.chip_index(table, "esp32c3", None)
+    (entry,) = index.trm["UART_CLKDIV_REG"]
+    assert "text" not in entry.row
+    assert entry.row["file_path"] and entry.row["section_path"] and entry.row["source_doc"]
+
+
+def test_field_lines_of_different_registers_share_their_repeated_strings() -> None:
+    """A server holds the fields of every chip asked about: equal parts are stored once."""
+    first = chunk_format.parse_register_block(
+        "Register A_REG\nAddress: 0x0000\nFields:\n- EN [0] (R/W) reset 0x0: Enables the unit."
+    )["fields"][0]
+    second = chunk_format.parse_register_block(
+        "Register B_REG\nAddress: 0x0004\nFields:\n- " + "EN" + " [0] (R/W) reset 0x0: Enables the unit."
+    )["fields"][0]
+    assert first == second
+    assert all(first[key] is second[key] for key in ("name", "bits", "access", "reset", "description"))
+
+
 def test_lookup_infers_absolute_address_from_the_chapter_base(table: Any) -> None:
     answer = registers.lookup_register(table, "esp32c3", name="UART_ID_REG")
     assert answer["header_defines"] == []
