@@ -35,6 +35,10 @@ _MAX_ROWS = 200_000
 # ---------------------------------------------------------------- the per-chip index
 
 
+# What a manual register's answer cites of the chunk that documents it (TrmEntry.row).
+CITED_COLUMNS = ("source_doc", "section_path", "file_path", "source_version", "source_commit")
+
+
 @dataclass
 class TrmEntry:
     register: dict[str, Any]
@@ -224,8 +228,8 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
                     index.summary_addresses.setdefault(value, row["file_path"])
         if "Register " not in row["text"]:
             continue
-        # the index keeps the row for the answer's citation; its text is parsed here and read no more
-        cited = {name: value for name, value in row.items() if name != "text"}
+        # the index keeps only what an answer cites of the row; its text is parsed here and read no more
+        cited = {name: row[name] for name in CITED_COLUMNS}
         for register in register_blocks(row["text"]):
             index.add_trm_register(register, cited)
     src_where = (
