@@ -664,7 +664,7 @@ def load_engine(args: argparse.Namespace) -> tuple[SearchEngine | StoreWatch, Se
 def prepare_project_registers(engine: SearchEngine, scopes: ScopeResolver) -> threading.Thread | None:
     """Build the register index and address map of the project's chip in the background, so the
     agent's first register lookup answers in milliseconds rather than paying up to ~1.5 s for it.
-    Only the project's chip: all thirteen would cost ~9 s of CPU and ~230 MiB."""
+    Only the project's chip: all thirteen would cost ~9 s of CPU and ~130 MiB."""
     applied = project_scope.apply(scopes.resolve(None), None, None)
     if applied.chip is None:
         return None
