@@ -58,10 +58,15 @@ def gather(legs: list[Leg], symbol_hits: SymbolHits, symbol_pool: int) -> Ranked
         )
 
     for leg in legs:
-        scores = [leg.relevance(row) for row in leg.rows]
+        # Rows of equal relevance (one section's identical per-chip copies) come back from LanceDB in
+        # no fixed order; ranking them by row id keeps one question's answer the same on every call.
+        scored = sorted(
+            ((row, leg.relevance(row)) for row in leg.rows), key=lambda p: (-p[1], p[0]["_rowid"])
+        )
+        scores = [score for _, score in scored]
         best = max(scores, default=0.0)
         floor = min(scores, default=0.0) if leg.spread else 0.0
-        for rank, (row, score) in enumerate(zip(leg.rows, scores, strict=True), 1):
+        for rank, (row, score) in enumerate(scored, 1):
             share = (max(score - floor, 0.0) / (best - floor)) if best > floor else 1.0
             candidate = entry(row)
             candidate["legs"][leg.name] = (rank, share, score)

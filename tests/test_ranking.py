@@ -167,6 +167,16 @@ def test_gather_keeps_each_legs_rank_and_share_and_the_symbol_tier() -> None:
     assert pool[0]["_rowid"] in (3, 4), "found by two legs, fused first"
 
 
+def test_rows_of_equal_relevance_rank_the_same_whatever_order_the_store_returns_them() -> None:
+    def fused(order: list[int]) -> list[tuple[int, int]]:
+        distances = {7: 0.2, 3: 0.2, 5: 0.2, 9: 0.4}
+        vector = [_row(rowid, _distance=distances[rowid]) for rowid in order]
+        legs = [fusion.Leg("vector", vector, lambda r: 1.0 - r["_distance"], spread=True)]
+        return [(row["_rowid"], row["legs"]["vector"][0]) for row in fusion.gather(legs, [], symbol_pool=40)]
+
+    assert fused([7, 3, 5, 9]) == fused([5, 7, 3, 9]) == [(3, 1), (5, 2), (7, 3), (9, 4)]
+
+
 def _candidate(text: str, section: str, **overrides: object) -> dict:
     row = {"text": text, "section_path": section, "doc_type": "trm", "chips": ["esp32c3"], "legs": {}}
     row.update(passage_facts(text, "trm", section, "ESP32-C3/26-UART__EN"))
