@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import statistics
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
@@ -28,7 +29,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from tqdm import tqdm
 
 from chip_vocab import DOC_TYPES
-from metrics import Report
+from metrics import Report, bootstrap, reciprocal_ranks
 from query_analysis import query_symbols
 from releases import release_series
 from results import fold_chip_variants, with_variant_note
@@ -181,26 +182,61 @@ def evaluate(engine: SearchEngine, cases: list[Case], mode: str) -> dict[str, tu
     return outcome
 
 
-async def _evaluate_via_mcp(db_uri: str, cases: list[Case]) -> dict[str, tuple[Case, int | None]]:
+async def _evaluate_via_mcp(
+    db_uri: str, cases: list[Case], k: int | None = DEPTH
+) -> tuple[dict[str, tuple[Case, int | None]], list[dict[str, Any]]]:
     params = StdioServerParameters(
         command=sys.executable, args=["mcp_server.py", "--db", db_uri], cwd=Path(__file__).resolve().parent
     )
     outcome: dict[str, tuple[Case, int | None]] = {}
+    answers_seen: list[dict[str, Any]] = []
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         for case in tqdm(cases, desc="eval via MCP", unit="query", file=sys.stderr):
-            answer = await session.call_tool(
-                "esp32_docs_search", {"query": case.query, "k": DEPTH, **case.filters}
-            )
+            arguments = {"query": case.query, **case.filters} | ({"k": k} if k else {})
+            answer = await session.call_tool("esp32_docs_search", arguments)
             if answer.is_error:
                 raise SearchInputError(f"{case.id}: {answer.content[0].text}")
             outcome[case.id] = (case, first_answer_rank(answer.structured_content["results"], case))
-    return outcome
+            size = sum(len((getattr(block, "text", "") or "").encode()) for block in answer.content)
+            answers_seen.append({"bytes": size, "answer": answer.structured_content})
+    return outcome, answers_seen
 
 
 def evaluate_via_mcp(db_uri: str, cases: list[Case]) -> dict[str, tuple[Case, int | None]]:
     """The same cases through the real server over stdio, as an agent calls esp32_docs_search."""
-    return anyio.run(_evaluate_via_mcp, db_uri, cases)
+    return anyio.run(_evaluate_via_mcp, db_uri, cases)[0]
+
+
+def answer_size(db_uri: str, cases: list[Case]) -> str:
+    """What the default answer (no k given) costs an agent: its bytes as the client receives them,
+    where they go, and the hit@1/hit@5/MRR@5 of those same answers, so a smaller answer is read
+    against what it still answers."""
+    outcome, seen = anyio.run(_evaluate_via_mcp, db_uri, cases, None)
+    sizes = sorted(entry["bytes"] for entry in seen)
+    by_field: Counter[str] = Counter()
+    for entry in seen:
+        answer = entry["answer"]
+        for result in answer["results"]:
+            for key, value in result.items():
+                by_field[key] += len(_compact({key: value})) - 2
+        by_field["(envelope)"] += len(_compact({k: v for k, v in answer.items() if k != "results"}))
+    n = len(seen)
+    top = ", ".join(f"{key} {total / n:.0f}" for key, total in by_field.most_common(12))
+    report = Report.of([rank for _, rank in outcome.values()])
+    return "\n".join(
+        [
+            f"default answer over {n} cases: bytes mean {statistics.mean(sizes):.0f}, "
+            f"median {statistics.median(sizes):.0f}, max {sizes[-1]}",
+            f"bytes per answer by field: {top}",
+            f"the same answers: hit@1 {report.hit1}  hit@5 {report.hit5}  MRR@5 "
+            f"{bootstrap(reciprocal_ranks([r for _, r in outcome.values()], 5))}",
+        ]
+    )
+
+
+def _compact(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def by_category(outcome: dict[str, tuple[Case, int | None]]) -> dict[str, Scores]:
@@ -351,6 +387,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--via-mcp", action="store_true", help="also score hybrid through the real MCP server over stdio"
     )
+    parser.add_argument(
+        "--answer-size",
+        action="store_true",
+        help="the default (k=5) answer's bytes through the real MCP server, and what those answers hit",
+    )
     parser.add_argument("--show-misses", action="store_true", help="list cases not answered in the top 10")
     parser.add_argument(
         "--explain", action="store_true", help="error analysis of every case not answered first"
@@ -403,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(results))
     for mode, scores in results.items():
         print(Report.of(scores["OVERALL"].ranks).line(f"{mode}, 95% intervals"))
+    if args.answer_size:
+        print(answer_size(resolve_db_uri(args.db), cases))
     report = release_report(engine, cases)
     if report:
         print("\n".join(report.lines()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,15 @@ def test_release_cases_count_only_passages_of_their_release(
     case = Case("x", "release", "q", {"idf_version": "v5.5"}, ("adc1_get_raw",), ())
     assert first_answer_rank([{"text": "adc1_get_raw was removed", "releases": ["v6.1-dev"]}], case) is None
     assert first_answer_rank([{"text": "adc1_get_raw() reads", "releases": ["v5.5"]}], case) == 1
+
+
+def test_answer_size_reports_the_default_answers_bytes_and_what_they_hit(
+    tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = build_fixture_store(tmp_path_factory.getbasetemp() / "search-store")
+    assert main([str(QUERIES), "--db", str(store), "--answer-size"]) == 0
+    out = capsys.readouterr().out
+    mean, median, largest = map(int, re.search(r"bytes mean (\d+), median (\d+), max (\d+)", out).groups())
+    text = int(re.search(r"by field: text (\d+),", out).group(1))
+    assert 0 < text < mean <= largest and median <= largest, "the text is most, not all, of an answer"
+    assert "the same answers: hit@1 0.80" in out
