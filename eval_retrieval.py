@@ -3,9 +3,9 @@
     uv run eval_retrieval.py ../shared/eval/dev_queries.jsonl [--db DIR] [--mode hybrid|vector|fts|all]
                              [--doc-type trm] [--show-misses] [--explain]
 
-A case is answered at rank r when the r-th result's text (as the agent receives it) contains every
-``must_contain`` string, case-insensitively, and one ``any_of`` string where any are given
-(../shared/eval/README.md). ``--mode all`` prints hybrid, vector-only and full-text-only side by side.
+A case is answered at rank r when the r-th result's section path and text (as the agent receives
+them) hold every ``must_contain`` string, case-insensitively, and one ``any_of`` string where any are
+given (../shared/eval/README.md). ``--mode all`` prints hybrid, vector-only and full-text-only side by side.
 ``--explain`` is the error analysis: for every case not answered first, where the answer ranked in
 each retriever's own list (vector, full-text, symbol) and in the fusion, what outranked it, and which
 failure class that makes, with the share of misses per class.
@@ -100,9 +100,15 @@ def first_answer_rank(results: list[dict[str, Any]], case: Case) -> int | None:
     v6.0 migration guide names ``ledc_timer_set`` too, but it does not document it for v5.5.
     """
     for rank, result in enumerate(results[:DEPTH], 1):
-        if answers(result["text"], case) and in_case_release(result, case):
+        if answers(seen_text(result), case) and in_case_release(result, case):
             return rank
     return None
+
+
+def seen_text(result: dict[str, Any]) -> str:
+    """What an agent reads of a result: its section path and its text (which no longer repeats the
+    section path as its first line, as the stored chunk does)."""
+    return f"{result.get('section_path', '')}\n{result['text']}"
 
 
 def in_case_release(result: dict[str, Any], case: Case) -> bool:

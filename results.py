@@ -165,7 +165,10 @@ def format_result(
     """One passage as the agent sees it: the excerpt plus every provenance field. A passage that
     several releases share cites the source of the release the answer is for (``series``), and
     lists every release's source only when no one release was chosen."""
-    text, truncated = excerpt(row["text"], focus, budget, terms, row.get("kind"))
+    # the budget is the body's: the section-path line every chunk opens with is dropped below
+    heading = len(row["section_path"]) + 1
+    text, truncated = excerpt(row["text"], focus, budget + heading, terms, row.get("kind"))
+    text = without_heading(text, row["section_path"])
     version, commit, sources = cited_source(row, series)
     variants = row.get("chip_variants", [])
     result = {
@@ -191,6 +194,15 @@ def format_result(
     if variants:
         result["chip_variants"] = [{"chips": v["chips"], "chunk_index": v["chunk_index"]} for v in variants]
     return without_empty(result, ALWAYS_SHOWN)
+
+
+def without_heading(text: str, section_path: str) -> str:
+    """``text`` without the section-path line a chunk opens with (it is embedded with the chunk so
+    the vector knows where the text stands): ``section_path`` already says it, and a k=5 answer
+    would pay for it twice."""
+    if not section_path or not text.startswith(section_path + "\n"):
+        return text
+    return text[len(section_path) :].lstrip("\n")
 
 
 def unseen_symbols(symbol_refs: list[str], text: str) -> list[str]:

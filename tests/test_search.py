@@ -11,7 +11,14 @@ import pytest
 import embed_and_store
 from embedder import get_embedder
 from query_analysis import query_symbols
-from results import VARIANT_NOTE_CHARS, excerpt, fold_chip_variants, revision_scope, variant_note
+from results import (
+    VARIANT_NOTE_CHARS,
+    excerpt,
+    fold_chip_variants,
+    revision_scope,
+    variant_note,
+    without_heading,
+)
 from retrievers import definition_strength, meant_symbols, symbol_pattern
 from search import MAX_K, SearchEngine, SearchInputError, open_engine
 
@@ -230,6 +237,34 @@ def test_every_result_carries_the_documented_fields(engine: SearchEngine) -> Non
         assert result.get("text_truncated", True) is True and result.get("releases", [1]) != []
         assert result["matched_by"] and set(result["matched_by"]) <= {"vector", "fts", "symbol"}
         assert result["source_commit"] != "unknown"
+
+
+def test_a_results_text_does_not_repeat_its_section_path(engine: SearchEngine) -> None:
+    """Every stored chunk opens with its section path; a result shows it once, in section_path."""
+    found = engine.search("UART baud rate", chip="esp32c3", k=5)
+    rows = engine.table.search().limit(engine.index.rows).to_list()
+    rows = {(row["file_path"], row["chunk_index"]): row for row in rows}
+    for result in found["results"]:
+        stored = rows[(result["file_path"], result["chunk_index"])]["text"]
+        assert stored.startswith(result["section_path"] + "\n")
+        assert not result["text"].startswith(result["section_path"])
+        if not result.get("text_truncated"):
+            assert stored.endswith(result["text"]), (
+                "an untruncated result is the whole chunk after its heading"
+            )
+
+
+def test_dropping_the_heading_leaves_the_body_the_same_room() -> None:
+    head = "UART > Registers\n\nRegister UART_CLKDIV_REG\nAddress: 0x0014\nReset value: 0x000002B6\n"
+    text = head + "Fields:\n" + "".join(f"- UART_F{i} [{i}] (R/W) reset 0x0: field {i}\n" for i in range(40))
+    row = {"text": text, "section_path": "UART > Registers", "kind": "register"}
+    shown = without_heading(
+        excerpt(text, [], 400 + len("UART > Registers\n"), ["uart_f7"])[0], row["section_path"]
+    )
+    full, _ = excerpt(text, [], 400, ["uart_f7"])
+    assert shown.startswith("Register UART_CLKDIV_REG\nAddress: 0x0014") and "UART_F7" in shown
+    assert len(shown) >= len(full) - len("UART > Registers\n\n"), "the body keeps the room the heading had"
+    assert without_heading("Other > Path\nbody", "UART > Registers") == "Other > Path\nbody"
 
 
 def test_chip_filter_narrows_but_keeps_shared_content(engine: SearchEngine) -> None:
