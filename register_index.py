@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,7 +181,12 @@ def _is_base_macro(name: str) -> bool:
 
 # the table itself is kept with its index: holding the reference keeps id(table) from being reused
 # by another table (another store) while the entry lives
-_INDEX_CACHE: dict[tuple[int, int, str, str | None], tuple[Any, ChipIndex]] = {}
+_INDEX_CACHE: OrderedDict[tuple[int, int, str, str | None, str | None], tuple[Any, ChipIndex]] = OrderedDict()
+_INDEX_CACHE_LOCK = threading.Lock()
+# The indexes a server keeps, least recently used out first: each is ~10 MiB on the full store, so a
+# team server asked about every chip stays within a replica's memory budget (docs/team-server.md),
+# and a chip asked about again after eviction is rebuilt in 0.1-1.4 s. A compare call holds two.
+INDEXES_KEPT = 8
 
 
 def _rows(table: Any, where: str, columns: list[str]) -> list[dict[str, Any]]:
@@ -209,8 +215,10 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
     """Parse the chip's TRM registers and header macros once per (table version, chip, revision,
     ESP-IDF release): the headers of one release, the manual of every release."""
     key = (id(table), table.version, chip, revision, release)
-    if key in _INDEX_CACHE:
-        return _INDEX_CACHE[key][1]
+    with _INDEX_CACHE_LOCK:
+        if key in _INDEX_CACHE:
+            _INDEX_CACHE.move_to_end(key)
+            return _INDEX_CACHE[key][1]
     index = ChipIndex(chip, revision, table=table, release=release)
     columns = ["text", "chips", "revisions", "source_doc", "section_path", "file_path", "chunk_index"]
     columns += ["source_version", "source_commit"]
@@ -249,10 +257,11 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
                 raw_headers[row["file_path"]].append((row["chunk_index"], row["text"]))
     for file_path, chunks in raw_headers.items():  # a register's masks may run into the next chunk
         _collect_mask_fields(file_path, [text for _, text in sorted(chunks)], index)
-    if len(_INDEX_CACHE) > 64:
-        _INDEX_CACHE.clear()
-    _INDEX_CACHE[key] = (table, index)
-    trim()  # the chip's rows, read whole, are garbage now
+    with _INDEX_CACHE_LOCK:
+        _INDEX_CACHE[key] = (table, index)
+        while len(_INDEX_CACHE) > INDEXES_KEPT:
+            _INDEX_CACHE.popitem(last=False)
+    trim()  # the chip's rows, read whole, and any index let go are garbage now
     return index
 
 

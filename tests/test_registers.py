@@ -233,6 +233,25 @@ def test_the_chip_index_keeps_a_manual_register_citation_without_its_chunk_text(
     assert entry.row["file_path"] and entry.row["section_path"] and entry.row["source_doc"]
 
 
+def test_a_server_keeps_the_most_recently_used_chip_indexes_and_lets_older_ones_go(
+    table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory stays bounded however many chips a team server is asked about; a chip let go is
+    rebuilt on its next lookup, with the same answer."""
+    monkeypatch.setattr(register_index, "INDEXES_KEPT", 2)
+    monkeypatch.setattr(register_index, "_INDEX_CACHE", register_index.OrderedDict())
+    first = register_index.chip_index(table, "esp32c3", None)
+    register_index.chip_index(table, "esp32", None)
+    assert register_index.chip_index(table, "esp32c3", None) is first, "a cached index is reused"
+    register_index.chip_index(table, "esp32s3", None)
+    held = [key[2] for key in register_index._INDEX_CACHE]
+    assert held == ["esp32c3", "esp32s3"], "the least recently used (esp32) went"
+    register_index.chip_index(table, "esp32", None)
+    rebuilt = register_index.chip_index(table, "esp32c3", None)
+    assert [key[2] for key in register_index._INDEX_CACHE] == ["esp32", "esp32c3"]
+    assert rebuilt is not first and rebuilt.trm.keys() == first.trm.keys()
+
+
 def test_field_lines_of_different_registers_share_their_repeated_strings() -> None:
     """A server holds the fields of every chip asked about: equal parts are stored once."""
     first = chunk_format.parse_register_block(
