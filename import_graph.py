@@ -101,6 +101,7 @@ TOOL_MODULES = (
     "memory_bench",
     "ingest_bench",
     "mine_arduino_vocab",
+    "demo_sample",
 )
 
 # Edges across the paths that are meant, each with its reason.
