@@ -36,7 +36,7 @@ pack *args:
 install bundle *args:
     uv run bundle.py install --db {{db}} "$@"
 
-# Serve the bundled demo sample; the first start embeds its 119 chunks as 481 texts (about a minute, progress on stderr), later starts reuse it; healthy: then it waits for a client on stdio.
+# Serve the bundled demo sample; the first start embeds its 234 chunks as 795 texts (about 20 s, progress on stderr), later starts reuse it; healthy: then it waits for a client on stdio.
 demo:
     uv run mcp_server.py --demo
 

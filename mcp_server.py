@@ -225,7 +225,7 @@ def ensure_demo_store() -> Path:
     texts = sum(len(embed_and_store.embedding_texts({"doc_type": "trm", **row})) for row in rows)
     print(
         f"demo store: first start: embedding the sample's {len(rows)} chunks as {texts} texts (a "
-        "register's fields and windows have vectors of their own, as in the full store), about a minute "
+        "register's fields and windows have vectors of their own, as in the full store), about 20 s "
         f"on two cores; later starts reuse {target}",
         file=sys.stderr,
     )
