@@ -881,7 +881,8 @@ build_target() {
 # Runs esp-docs' build-docs with Sphinx's `-j` set to argv[1]: build-docs
 # forces `-j 1` on the sphinx-build it starts, so the chip's Sphinx read could
 # not use a second core. The pool of chip builds is forked, so the patch
-# reaches it.
+# reaches it. With `-j` above 1, sphinx-build starts from SPHINX_MAIN, which
+# makes the extensions a parallel read needs fit for it (see there).
 readonly BUILD_DOCS_LAUNCHER='
 import subprocess
 import sys
@@ -890,11 +891,17 @@ from esp_docs import build_docs
 
 jobs = sys.argv.pop(1)
 real_popen = subprocess.Popen
+SPHINX_MAIN = """
+import sys
+
+from sphinx.application import Sphinx
+from sphinx.domains import Domain
+from sphinx.registry import SphinxComponentRegistry
+from sphinx.util import logging
+
 # esp-docs 2.6 add_warnings returns nothing from setup(), and Sphinx then reads serially whatever
 # -j says ("does not declare if it is safe for parallel reading"). It only prepends a configured
 # warning to the source of the page being read, so it is safe: sphinx-build runs with that said.
-SPHINX_MAIN = """
-import sys
 try:
     from esp_docs.generic_extensions import add_warnings
 except ImportError:
@@ -906,6 +913,57 @@ if add_warnings is not None:
         return undeclared_setup(app) or {"parallel_read_safe": True, "parallel_write_safe": True}
 
     add_warnings.setup = declared_setup
+
+
+# A parallel read hands the domain data of each reader process to the main process through
+# Domain.merge_domaindata, which the Sphinx base class leaves unimplemented (NotImplementedError).
+# The tools/cmakev2 extension of ESP-IDF v6.0 declares itself parallel-read safe, but its
+# CMakeV2Domain implements neither merge_domaindata nor clear_doc. Its one data key, "xrefs", maps a
+# CMake name to (docname, label id), written by the page whose cmakev2 directive declares the name,
+# so the entries of the pages a process read are what it adds.
+def merge_xrefs(domain, docnames, otherdata):
+    for name, (docname, labelid) in otherdata["xrefs"].items():
+        if docname in docnames:
+            domain.data["xrefs"][name] = (docname, labelid)
+
+
+def clear_xrefs(domain, docname):
+    for name, (owner, _labelid) in list(domain.data["xrefs"].items()):
+        if owner == docname:
+            del domain.data["xrefs"][name]
+
+
+# domain class -> (the data keys it was checked with, merge_domaindata, clear_doc)
+DOMAIN_MERGES = {
+    "esp_docs_cmakev2_extension.CMakeV2Domain": ({"xrefs"}, merge_xrefs, clear_xrefs),
+}
+logger = logging.getLogger("build_idf_docs")
+real_add_domain = SphinxComponentRegistry.add_domain
+real_parallel_allowed = Sphinx.is_parallel_allowed
+
+
+def add_domain(registry, domain, *args, **kwargs):
+    if domain.merge_domaindata is Domain.merge_domaindata:
+        known = DOMAIN_MERGES.get(domain.__module__ + "." + domain.__qualname__)
+        if known is not None and set(domain.initial_data) == known[0]:
+            domain.merge_domaindata = known[1]
+            if domain.clear_doc is Domain.clear_doc:
+                domain.clear_doc = known[2]
+    return real_add_domain(registry, domain, *args, **kwargs)
+
+
+# Any other domain without a merge would stop the build at the first merge: such a build reads serially.
+def is_parallel_allowed(app, typ):
+    if typ == "read":
+        for name, domain in app.registry.domains.items():
+            if domain.merge_domaindata is Domain.merge_domaindata:
+                logger.warning("the %s domain cannot merge data read in parallel: doing serial read", name)
+                return False
+    return real_parallel_allowed(app, typ)
+
+
+SphinxComponentRegistry.add_domain = add_domain
+Sphinx.is_parallel_allowed = is_parallel_allowed
 from sphinx.cmd.build import main
 sys.exit(main(sys.argv[1:]))
 """

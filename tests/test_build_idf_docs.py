@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -906,6 +907,84 @@ def main(argv):
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 """
+# The parts of Sphinx 7.1.2 the launcher's sphinx-build changes, as they behave there: a domain's
+# data is its entry in the environment's domaindata, and the base Domain leaves merge_domaindata
+# unimplemented (a parallel read calls it once per reader process, with the pages that process read).
+FAKE_SPHINX_DOMAINS = """
+import copy
+
+
+class Domain:
+    name = ""
+    initial_data = {}
+
+    def __init__(self, domaindata):
+        self.data = domaindata.setdefault(self.name, copy.deepcopy(self.initial_data))
+
+    def clear_doc(self, docname):
+        pass
+
+    def merge_domaindata(self, docnames, otherdata):
+        raise NotImplementedError(
+            f"merge_domaindata must be implemented in {self.__class__} to be able to do parallel builds!"
+        )
+"""
+FAKE_SPHINX_REGISTRY = """
+class SphinxComponentRegistry:
+    def __init__(self):
+        self.domains = {}
+
+    def add_domain(self, domain, override=False):
+        self.domains[domain.name] = domain
+"""
+FAKE_SPHINX_APPLICATION = """
+from sphinx.registry import SphinxComponentRegistry
+
+
+class Sphinx:
+    def __init__(self):
+        self.registry = SphinxComponentRegistry()
+
+    def add_domain(self, domain, override=False):
+        self.registry.add_domain(domain, override)
+
+    def is_parallel_allowed(self, typ):
+        return True  # every extension here declares itself parallel safe
+"""
+FAKE_SPHINX_LOGGING = """
+import sys
+
+
+class Logger:
+    def warning(self, message, *args):
+        print("WARNING: " + message % args, file=sys.stderr)
+
+
+def getLogger(name):
+    return Logger()
+"""
+SPHINX_STANDINS = {
+    "sphinx/__init__.py": "",
+    "sphinx/application.py": FAKE_SPHINX_APPLICATION,
+    "sphinx/domains/__init__.py": FAKE_SPHINX_DOMAINS,
+    "sphinx/registry.py": FAKE_SPHINX_REGISTRY,
+    "sphinx/util/__init__.py": "",
+    "sphinx/util/logging.py": FAKE_SPHINX_LOGGING,
+    "sphinx/cmd/__init__.py": "",
+}
+
+
+def launcher_source() -> str:
+    script = SCRIPT.read_text()
+    start = script.index("readonly BUILD_DOCS_LAUNCHER='\n") + len("readonly BUILD_DOCS_LAUNCHER='\n")
+    return script[start : script.index("\n'\n", start)]
+
+
+def write_modules(root: Path, modules: dict[str, str]) -> Path:
+    for module, text in modules.items():
+        (root / module).parent.mkdir(parents=True, exist_ok=True)
+        (root / module).write_text(text)
+    return root
 
 
 @pytest.mark.parametrize("jobs", ["2", "1"])
@@ -915,23 +994,19 @@ def test_the_launcher_reads_in_parallel_only_with_add_warnings_declared_safe(
     """Sphinx reads serially when one extension's setup() declares nothing, as esp-docs 2.6's
     add_warnings does: with -j above 1 the launcher's sphinx-build says it is parallel-read safe.
     esp-docs and Sphinx live in the docs venv, so small stand-ins take their place here."""
-    script = SCRIPT.read_text()
-    start = script.index("readonly BUILD_DOCS_LAUNCHER='\n") + len("readonly BUILD_DOCS_LAUNCHER='\n")
-    launcher = script[start : script.index("\n'\n", start)]
-    packages = tmp_path / "site"
-    for module, text in {
-        "esp_docs/__init__.py": "",
-        "esp_docs/build_docs.py": FAKE_BUILD_DOCS_MODULE,
-        "esp_docs/generic_extensions/__init__.py": "",
-        "esp_docs/generic_extensions/add_warnings.py": FAKE_ADD_WARNINGS,
-        "sphinx/__init__.py": "",
-        "sphinx/cmd/__init__.py": "",
-        "sphinx/cmd/build.py": FAKE_SPHINX_BUILD,
-    }.items():
-        (packages / module).parent.mkdir(parents=True, exist_ok=True)
-        (packages / module).write_text(text)
+    packages = write_modules(
+        tmp_path / "site",
+        {
+            **SPHINX_STANDINS,
+            "esp_docs/__init__.py": "",
+            "esp_docs/build_docs.py": FAKE_BUILD_DOCS_MODULE,
+            "esp_docs/generic_extensions/__init__.py": "",
+            "esp_docs/generic_extensions/add_warnings.py": FAKE_ADD_WARNINGS,
+            "sphinx/cmd/build.py": FAKE_SPHINX_BUILD,
+        },
+    )
     result = subprocess.run(
-        [sys.executable, "-c", launcher, jobs, "-t", "esp32"],
+        [sys.executable, "-c", launcher_source(), jobs, "-t", "esp32"],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(packages)},
@@ -942,6 +1017,213 @@ def test_the_launcher_reads_in_parallel_only_with_add_warnings_declared_safe(
     assert seen["app"] == ["add_warnings registered"]
     expected = {"parallel_read_safe": True, "parallel_write_safe": True} if jobs != "1" else None
     assert seen["declared"] == expected
+
+
+# ESP-IDF v6.0's tools/cmakev2/esp_docs_cmakev2_extension.py: a domain with one data key, "xrefs",
+# name -> (docname, label id), and no merge_domaindata or clear_doc of its own.
+FAKE_CMAKEV2_EXTENSION = """
+from sphinx.domains import Domain
+
+
+class CMakeV2Domain(Domain):
+    name = "cmakev2"
+    initial_data = {"xrefs": {}}
+
+
+def setup(app):
+    app.add_domain(CMakeV2Domain)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+"""
+# Any other extension whose domain cannot merge.
+FAKE_UNMERGEABLE_EXTENSION = """
+from sphinx.domains import Domain
+
+
+class NotesDomain(Domain):
+    name = "notes"
+    initial_data = {"notes": {}}
+
+
+def setup(app):
+    app.add_domain(NotesDomain)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+"""
+# Reads the pages as Sphinx does (a cmakev2 directive writes xrefs[name] = (page, label id)). Serial:
+# each page is cleared, then read. Parallel: the main process clears every page, two reader processes
+# each read their pages into a copy of its environment, and the main process merges each back.
+FAKE_SPHINX_READ = """
+import copy
+import importlib
+import json
+import os
+import sys
+
+from sphinx.application import Sphinx
+
+DECLARED = {
+    "api-guides/build-system-v2": ["idf_build_library", "idf_component_register"],
+    "api-guides/build-system": [],
+    "index": [],
+    "migration-guides/build-system": [],
+}
+
+
+def clear(domains, docname):
+    for domain in domains.values():
+        domain.clear_doc(docname)
+
+
+def read(domains, docname):
+    for name in DECLARED[docname]:
+        domains["cmakev2"].data["xrefs"][name] = (docname, f"cmakev2-function-{name}")
+
+
+def main(argv):
+    app = Sphinx()
+    for extension in os.environ["FAKE_EXTENSIONS"].split():
+        importlib.import_module(extension).setup(app)
+    envdata = json.loads(os.environ["FAKE_EARLIER_DOMAINDATA"])
+    domains = {name: domain(envdata) for name, domain in app.registry.domains.items()}
+    parallel = app.is_parallel_allowed("read")
+    docnames = sorted(DECLARED)
+    if parallel:
+        for docname in docnames:
+            clear(domains, docname)
+        for chunk in (docnames[:2], docnames[2:]):
+            reader = copy.deepcopy(envdata)
+            reader_domains = {name: domain(reader) for name, domain in app.registry.domains.items()}
+            for docname in chunk:
+                read(reader_domains, docname)
+            for name, domain in domains.items():
+                domain.merge_domaindata(chunk, reader[name])
+    else:
+        for docname in docnames:
+            clear(domains, docname)
+            read(domains, docname)
+    print(json.dumps({"parallel": parallel, "xrefs": envdata["cmakev2"]["xrefs"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+"""
+
+
+def run_launched_sphinx_read(tmp_path: Path, extensions: str) -> subprocess.CompletedProcess[str]:
+    """The launcher with -j 2, its sphinx-build reading through the stand-ins above."""
+    packages = write_modules(
+        tmp_path / "site",
+        {
+            **SPHINX_STANDINS,
+            "esp_docs/__init__.py": "",
+            "esp_docs/build_docs.py": FAKE_BUILD_DOCS_MODULE,
+            "sphinx/cmd/build.py": FAKE_SPHINX_READ,
+            "esp_docs_cmakev2_extension.py": FAKE_CMAKEV2_EXTENSION,
+            "notes_extension.py": FAKE_UNMERGEABLE_EXTENSION,
+        },
+    )
+    # an earlier build declared a name the page no longer declares: reading the page drops it
+    earlier = {"cmakev2": {"xrefs": {"idf_removed": ["api-guides/build-system-v2", "cmakev2-function-x"]}}}
+    return subprocess.run(
+        [sys.executable, "-c", launcher_source(), "2", "-t", "esp32"],
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(packages),
+            "FAKE_EXTENSIONS": extensions,
+            "FAKE_EARLIER_DOMAINDATA": json.dumps(earlier),
+        },
+        check=False,
+    )
+
+
+EXPECTED_CMAKEV2_XREFS = {
+    "idf_build_library": ["api-guides/build-system-v2", "cmakev2-function-idf_build_library"],
+    "idf_component_register": ["api-guides/build-system-v2", "cmakev2-function-idf_component_register"],
+}
+
+
+def test_the_launcher_merges_the_cmakev2_domain_of_a_parallel_read(tmp_path: Path) -> None:
+    """ESP-IDF v6.0's cmakev2 extension declares itself parallel-read safe but its domain cannot
+    merge, so a -j 2 read stopped with NotImplementedError; the launcher supplies the merge (and the
+    clear) for that domain's one data key, and the merged data is what a serial read gives."""
+    result = run_launched_sphinx_read(tmp_path, "esp_docs_cmakev2_extension")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"parallel": True, "xrefs": EXPECTED_CMAKEV2_XREFS}
+
+
+def test_the_launcher_reads_serially_when_a_domain_cannot_merge(tmp_path: Path) -> None:
+    result = run_launched_sphinx_read(tmp_path, "esp_docs_cmakev2_extension notes_extension")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"parallel": False, "xrefs": EXPECTED_CMAKEV2_XREFS}
+    assert "the notes domain cannot merge data read in parallel: doing serial read" in result.stderr
+
+
+DOCS_PYTHON = os.environ.get("DOCS_VENV_PYTHON")
+DOCS_IDF = os.environ.get("DOCS_IDF_PATH")
+
+
+@pytest.mark.skipif(
+    not DOCS_PYTHON or not DOCS_IDF or not (Path(DOCS_IDF) / "tools" / "cmakev2").is_dir(),
+    reason="set DOCS_VENV_PYTHON (a docs venv's python, with Sphinx) and DOCS_IDF_PATH (ESP-IDF v6.0+)",
+)
+def test_a_real_parallel_read_with_the_cmakev2_domain_writes_what_a_serial_read_does(tmp_path: Path) -> None:
+    """The real Sphinx and the tree's own cmakev2 extension: the API reference page includes the
+    tree's tools/cmakev2/*.cmake, ten other pages refer to every name they declare; the launcher's
+    sphinx-build reads with -j 2 in two processes and writes the same XML as a serial read."""
+    script = SCRIPT.read_text()
+    start = script.index('SPHINX_MAIN = """\n') + len('SPHINX_MAIN = """\n')
+    sphinx_main = tmp_path / "sphinx_main.py"
+    sphinx_main.write_text(script[start : script.index('"""\n', start)])
+    cmakev2 = Path(str(DOCS_IDF)) / "tools" / "cmakev2"
+    src = tmp_path / "src"
+    (src / "api-guides").mkdir(parents=True)
+    (src / "conf.py").write_text(
+        f"import sys\nsys.path.append({str(cmakev2)!r})\nextensions = ['esp_docs_cmakev2_extension']\n"
+    )
+    pages = [f"page{i}" for i in range(10)]
+    toctree = "".join(f"   {page}\n" for page in ["api-guides/build-system-v2", *pages])
+    (src / "index.rst").write_text(f"Index\n=====\n\n.. toctree::\n\n{toctree}")
+    includes = "".join(f".. cmakev2:include:: /cmake/{f.name}\n" for f in sorted(cmakev2.glob("*.cmake")))
+    shutil.copytree(cmakev2, src / "cmake", ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    (src / "api-guides" / "build-system-v2.rst").write_text(
+        "Build System v2\n===============\n\n.. _cmakev2_variables:\n\nVariables\n---------\n\n"
+        ".. _cmakev2_functions:\n\nFunctions\n---------\n\n.. _cmakev2_macros:\n\nMacros\n------\n\n"
+        + includes
+    )
+    names = sorted(
+        {
+            line.split("::", 1)[1].strip()
+            for path in cmakev2.glob("*.cmake")
+            for line in path.read_text().splitlines()
+            if line.startswith(".. cmakev2:") and "::" in line and not line.startswith(".. cmakev2:include")
+        }
+    )
+    refs = "".join(f"See :cmakev2:ref:`{name}`.\n\n" for name in names)
+    for page in pages:
+        (src / f"{page}.rst").write_text(f"{page}\n{'=' * len(page)}\n\n{refs}")
+
+    def build(out: str, *command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(DOCS_PYTHON), *command, "-b", "xml", str(src), str(tmp_path / out)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+
+    serial = build("serial", "-m", "sphinx.cmd.build", "-j", "1")
+    assert serial.returncode == 0, serial.stderr
+    parallel = build("parallel", str(sphinx_main), "-j", "2")
+    assert parallel.returncode == 0, parallel.stderr
+    assert re.search(r"reading sources\.\.\. \[\s*\d+%\] \S+ \.\. \S+", parallel.stdout), parallel.stdout
+    written = sorted(p.relative_to(tmp_path / "serial") for p in (tmp_path / "serial").rglob("*.xml"))
+    assert len(written) == 12
+    for page in written:
+        assert (tmp_path / "parallel" / page).read_bytes() == (tmp_path / "serial" / page).read_bytes(), page
+    page9 = (tmp_path / "parallel" / "page9.xml").read_text()
+    assert page9.count('refuri="api-guides/build-system-v2#cmakev2-') > 0  # the merged xrefs resolve
 
 
 def test_the_phase_timer_starts_writing_after_reading(tmp_path: Path) -> None:
