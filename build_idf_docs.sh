@@ -914,6 +914,25 @@ if add_warnings is not None:
 
     add_warnings.setup = declared_setup
 
+# sphinx_selective_exclude.eager_only (in every esp-docs build) decides each only:: block while a
+# page is read and marks a kept block with the expression "TRUE", adding the tag "TRUE" to the tags
+# of the process reading. The writer keeps a block only if "TRUE" is a tag of the main process: in a
+# serial read the first only:: block put it there, in a parallel read only the reader processes had
+# it, and every kept block became an empty comment. The main process gets the tag up front.
+try:
+    import sphinx.directives.other  # eager_only subclasses its Only without importing it
+    from sphinx_selective_exclude import eager_only
+except ImportError:
+    eager_only = None
+if eager_only is not None:
+    eager_setup = eager_only.setup
+
+    def eager_setup_with_true_tag(app):
+        app.connect("builder-inited", lambda app: app.tags.add("TRUE"))
+        return eager_setup(app)
+
+    eager_only.setup = eager_setup_with_true_tag
+
 
 # A parallel read hands the domain data of each reader process to the main process through
 # Domain.merge_domaindata, which the Sphinx base class leaves unimplemented (NotImplementedError).

@@ -942,11 +942,20 @@ from sphinx.registry import SphinxComponentRegistry
 
 
 class Sphinx:
-    def __init__(self):
+    def __init__(self, tags=()):
         self.registry = SphinxComponentRegistry()
+        self.tags = set(tags)  # the builder's tags are the application's (Builder.tags = app.tags)
+        self.listeners = {}
 
     def add_domain(self, domain, override=False):
         self.registry.add_domain(domain, override)
+
+    def connect(self, event, callback):
+        self.listeners.setdefault(event, []).append(callback)
+
+    def emit(self, event):
+        for callback in self.listeners.get(event, []):
+            callback(self)
 
     def is_parallel_allowed(self, typ):
         return True  # every extension here declares itself parallel safe
@@ -971,6 +980,8 @@ SPHINX_STANDINS = {
     "sphinx/util/__init__.py": "",
     "sphinx/util/logging.py": FAKE_SPHINX_LOGGING,
     "sphinx/cmd/__init__.py": "",
+    "sphinx/directives/__init__.py": "",
+    "sphinx/directives/other.py": "class Only:\n    pass\n",
 }
 
 
@@ -1048,9 +1059,28 @@ def setup(app):
     app.add_domain(NotesDomain)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 """
-# Reads the pages as Sphinx does (a cmakev2 directive writes xrefs[name] = (page, label id)). Serial:
-# each page is cleared, then read. Parallel: the main process clears every page, two reader processes
-# each read their pages into a copy of its environment, and the main process merges each back.
+# sphinx_selective_exclude.eager_only as esp-docs loads it: it subclasses sphinx.directives.other.Only
+# without importing that module, decides an only:: block while the page is read, and marks a kept
+# block "TRUE" after adding that tag to the tags of the process reading.
+FAKE_EAGER_ONLY = """
+import sphinx
+
+
+class EagerOnly(sphinx.directives.other.Only):
+    @staticmethod
+    def keep(tags, expression):
+        tags.add("TRUE")
+        return "TRUE" if expression in tags else None
+
+
+def setup(app):
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+"""
+# Reads the pages as Sphinx does (a cmakev2 directive writes xrefs[name] = (page, label id); each page
+# has an ".. only:: esp32" block). Serial: each page is cleared, then read. Parallel: the main process
+# clears every page, two reader processes each read their pages into a copy of its environment and
+# its tags, and the main process merges each back. Then the main process writes: a block marked with
+# an expression is kept when that expression is one of its tags.
 FAKE_SPHINX_READ = """
 import copy
 import importlib
@@ -1073,15 +1103,20 @@ def clear(domains, docname):
         domain.clear_doc(docname)
 
 
-def read(domains, docname):
+def read(domains, tags, docname, only_blocks):
     for name in DECLARED[docname]:
         domains["cmakev2"].data["xrefs"][name] = (docname, f"cmakev2-function-{name}")
+    if "sphinx_selective_exclude.eager_only" in os.environ["FAKE_EXTENSIONS"].split():
+        eager_only = sys.modules["sphinx_selective_exclude.eager_only"]
+        only_blocks[docname] = eager_only.EagerOnly.keep(tags, "esp32")
 
 
 def main(argv):
-    app = Sphinx()
+    app = Sphinx(tags=["esp32", "xml"])
     for extension in os.environ["FAKE_EXTENSIONS"].split():
         importlib.import_module(extension).setup(app)
+    app.emit("builder-inited")
+    only_blocks = {}
     envdata = json.loads(os.environ["FAKE_EARLIER_DOMAINDATA"])
     domains = {name: domain(envdata) for name, domain in app.registry.domains.items()}
     parallel = app.is_parallel_allowed("read")
@@ -1092,15 +1127,17 @@ def main(argv):
         for chunk in (docnames[:2], docnames[2:]):
             reader = copy.deepcopy(envdata)
             reader_domains = {name: domain(reader) for name, domain in app.registry.domains.items()}
+            reader_tags = set(app.tags)
             for docname in chunk:
-                read(reader_domains, docname)
+                read(reader_domains, reader_tags, docname, only_blocks)
             for name, domain in domains.items():
                 domain.merge_domaindata(chunk, reader[name])
     else:
         for docname in docnames:
             clear(domains, docname)
-            read(domains, docname)
-    print(json.dumps({"parallel": parallel, "xrefs": envdata["cmakev2"]["xrefs"]}))
+            read(domains, app.tags, docname, only_blocks)
+    written = sorted(page for page, expression in only_blocks.items() if expression in app.tags)
+    print(json.dumps({"parallel": parallel, "xrefs": envdata["cmakev2"]["xrefs"], "only_kept": written}))
     return 0
 
 
@@ -1120,6 +1157,8 @@ def run_launched_sphinx_read(tmp_path: Path, extensions: str) -> subprocess.Comp
             "sphinx/cmd/build.py": FAKE_SPHINX_READ,
             "esp_docs_cmakev2_extension.py": FAKE_CMAKEV2_EXTENSION,
             "notes_extension.py": FAKE_UNMERGEABLE_EXTENSION,
+            "sphinx_selective_exclude/__init__.py": "",
+            "sphinx_selective_exclude/eager_only.py": FAKE_EAGER_ONLY,
         },
     )
     # an earlier build declared a name the page no longer declares: reading the page drops it
@@ -1150,14 +1189,31 @@ def test_the_launcher_merges_the_cmakev2_domain_of_a_parallel_read(tmp_path: Pat
     clear) for that domain's one data key, and the merged data is what a serial read gives."""
     result = run_launched_sphinx_read(tmp_path, "esp_docs_cmakev2_extension")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {"parallel": True, "xrefs": EXPECTED_CMAKEV2_XREFS}
+    assert json.loads(result.stdout) == {"parallel": True, "xrefs": EXPECTED_CMAKEV2_XREFS, "only_kept": []}
 
 
 def test_the_launcher_reads_serially_when_a_domain_cannot_merge(tmp_path: Path) -> None:
     result = run_launched_sphinx_read(tmp_path, "esp_docs_cmakev2_extension notes_extension")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {"parallel": False, "xrefs": EXPECTED_CMAKEV2_XREFS}
+    assert json.loads(result.stdout) == {"parallel": False, "xrefs": EXPECTED_CMAKEV2_XREFS, "only_kept": []}
     assert "the notes domain cannot merge data read in parallel: doing serial read" in result.stderr
+
+
+def test_a_parallel_read_through_the_launcher_keeps_the_only_blocks_a_serial_read_keeps(
+    tmp_path: Path,
+) -> None:
+    """esp-docs decides only:: blocks while reading and marks the kept ones "TRUE"; in a parallel read
+    only the reader processes had that tag, so the writer turned every kept block into an empty
+    comment (388 blocks of v6.0.2 esp32). The launcher gives the main process the tag."""
+    result = run_launched_sphinx_read(
+        tmp_path, "esp_docs_cmakev2_extension sphinx_selective_exclude.eager_only"
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert seen["parallel"] is True
+    assert seen["only_kept"] == sorted(
+        ["api-guides/build-system-v2", "api-guides/build-system", "index", "migration-guides/build-system"]
+    )
 
 
 DOCS_PYTHON = os.environ.get("DOCS_VENV_PYTHON")
@@ -1169,8 +1225,9 @@ DOCS_IDF = os.environ.get("DOCS_IDF_PATH")
     reason="set DOCS_VENV_PYTHON (a docs venv's python, with Sphinx) and DOCS_IDF_PATH (ESP-IDF v6.0+)",
 )
 def test_a_real_parallel_read_with_the_cmakev2_domain_writes_what_a_serial_read_does(tmp_path: Path) -> None:
-    """The real Sphinx and the tree's own cmakev2 extension: the API reference page includes the
-    tree's tools/cmakev2/*.cmake, ten other pages refer to every name they declare; the launcher's
+    """The real Sphinx, esp-docs' eager only:: and the tree's own cmakev2 extension: the API
+    reference page includes the tree's tools/cmakev2/*.cmake, ten other pages refer to every name
+    they declare and have an only:: block for the chip built and one for another; the launcher's
     sphinx-build reads with -j 2 in two processes and writes the same XML as a serial read."""
     script = SCRIPT.read_text()
     start = script.index('SPHINX_MAIN = """\n') + len('SPHINX_MAIN = """\n')
@@ -1180,7 +1237,8 @@ def test_a_real_parallel_read_with_the_cmakev2_domain_writes_what_a_serial_read_
     src = tmp_path / "src"
     (src / "api-guides").mkdir(parents=True)
     (src / "conf.py").write_text(
-        f"import sys\nsys.path.append({str(cmakev2)!r})\nextensions = ['esp_docs_cmakev2_extension']\n"
+        f"import sys\nsys.path.append({str(cmakev2)!r})\n"
+        "extensions = ['sphinx_selective_exclude.eager_only', 'esp_docs_cmakev2_extension']\n"
     )
     pages = [f"page{i}" for i in range(10)]
     toctree = "".join(f"   {page}\n" for page in ["api-guides/build-system-v2", *pages])
@@ -1201,12 +1259,13 @@ def test_a_real_parallel_read_with_the_cmakev2_domain_writes_what_a_serial_read_
         }
     )
     refs = "".join(f"See :cmakev2:ref:`{name}`.\n\n" for name in names)
+    refs += ".. only:: esp32\n\n    Kept for esp32.\n\n.. only:: esp32c3\n\n    Dropped for esp32.\n"
     for page in pages:
         (src / f"{page}.rst").write_text(f"{page}\n{'=' * len(page)}\n\n{refs}")
 
     def build(out: str, *command: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(DOCS_PYTHON), *command, "-b", "xml", str(src), str(tmp_path / out)],
+            [str(DOCS_PYTHON), *command, "-t", "esp32", "-b", "xml", str(src), str(tmp_path / out)],
             capture_output=True,
             text=True,
             check=False,
@@ -1224,6 +1283,7 @@ def test_a_real_parallel_read_with_the_cmakev2_domain_writes_what_a_serial_read_
         assert (tmp_path / "parallel" / page).read_bytes() == (tmp_path / "serial" / page).read_bytes(), page
     page9 = (tmp_path / "parallel" / "page9.xml").read_text()
     assert page9.count('refuri="api-guides/build-system-v2#cmakev2-') > 0  # the merged xrefs resolve
+    assert "Kept for esp32" in page9 and "Dropped" not in page9
 
 
 def test_the_phase_timer_starts_writing_after_reading(tmp_path: Path) -> None:
