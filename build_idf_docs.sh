@@ -1035,11 +1035,13 @@ with open(sys.argv[1], "w") as out:
         out.write(f"{phase} {end - begin:.0f}\n")
 '
 
-# The latest Sphinx progress line of a chip's log, e.g. "writing output... [ 42%]".
+# The latest Sphinx progress line of a chip's log, e.g. "writing output... [ 42%]". The whole log is
+# searched: after the read, Sphinx prints hundreds of warnings before its first write line, and a
+# status taken from the log's tail then named a phase long past.
 build_phase() {
     local phase
-    phase="$(tail -c 4000 "$WORK_DIR/logs/$1.log" 2>/dev/null |
-        grep -o -E '(reading sources|writing output)\.\.\. \[ *[0-9]+%\]' | tail -n 1 || true)"
+    phase="$(grep -a -o -E '(reading sources|writing output)\.\.\. \[ *[0-9]+%\]' \
+        "$WORK_DIR/logs/$1.log" 2>/dev/null | tail -n 1 || true)"
     echo "${phase:-configuring and running doxygen}"
 }
 

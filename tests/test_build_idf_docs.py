@@ -1309,3 +1309,34 @@ def test_the_phase_timer_starts_writing_after_reading(tmp_path: Path) -> None:
         "read",
         "write",
     ]
+
+
+def test_the_build_status_names_the_last_sphinx_phase_behind_a_flood_of_warnings(tmp_path: Path) -> None:
+    """After the read, Sphinx prints hundreds of warnings before its first write line: the
+    "still building" status must still say the read is done, not fall back to "configuring"."""
+    script = SCRIPT.read_text()
+    start = script.index("build_phase() {")
+    function = script[start : script.index("\n}\n", start) + 3]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    warning = (
+        "en/esp32: /idf/docs/en/api-guides/lwip.rst:2: WARNING: IDF path src/x.h does not appear to exist\n"
+    )
+    (logs / "esp32.log").write_text(
+        "en/esp32: Running CMake on dummy project...\n"
+        "en/esp32: reading sources... [ 99%] api-reference/x .. versions\n"
+        "en/esp32: reading sources... [100%] migration-guides/y .. versions\n" + warning * 200
+    )
+
+    def status(target: str) -> str:
+        run = subprocess.run(
+            ["bash", "-c", f'{function}\nbuild_phase "$1"', "bash", target],
+            env={**os.environ, "WORK_DIR": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return run.stdout.strip()
+
+    assert status("esp32") == "reading sources... [100%]"
+    assert status("esp32s3") == "configuring and running doxygen"  # no log yet
