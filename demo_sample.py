@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ingest_trm import discover_manuals, ingest
+from schema import write_jsonl
+from sources import load_pins
 
 SAMPLE = Path(__file__).resolve().parent / "samples" / "esp32c3_trm_sample.jsonl"
 DEMO_CHIP = "esp32c3"
@@ -32,7 +34,8 @@ DEMO_CHAPTERS = (
 
 
 def sample_rows(trm_root: Path) -> list[dict[str, Any]]:
-    """The demo chapters' rows from an ingest of the demo chip's manual."""
+    """The demo chapters' rows from an ingest of the demo chip's manual, from the pinned TRM commit
+    only: the rows cite their commit, and samples/SOURCE.md names the pinned one."""
     report = ingest(trm_root, discover_manuals(trm_root, [DEMO_CHIP]), progress=False)
     if report.failures:
         raise ValueError(f"the TRM ingest of {DEMO_CHIP} failed: {'; '.join(report.failures)}")
@@ -40,11 +43,18 @@ def sample_rows(trm_root: Path) -> list[dict[str, Any]]:
     missing = set(DEMO_CHAPTERS) - {row["file_path"] for row in rows}
     if missing:
         raise ValueError(f"{trm_root} has no chapter {', '.join(sorted(missing))}")
+    pinned = load_pins().trm_commit
+    if rows[0]["source_commit"] != pinned:
+        raise ValueError(
+            f"{trm_root} is at {rows[0]['source_commit']}, but sources.yaml pins {pinned}: "
+            "check out the pinned commit (or bump the pin and samples/SOURCE.md together)"
+        )
     return rows
 
 
-def render(rows: list[dict[str, Any]]) -> str:
-    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+def as_stored(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows as a JSONL file gives them back (tuples become lists), so the two compare equal."""
+    return json.loads(json.dumps(rows))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,16 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    fresh = render(rows)
     if args.check:
-        if SAMPLE.read_text(encoding="utf-8") == fresh:
+        committed = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line]
+        if committed == as_stored(rows):
             print(f"demo sample: {SAMPLE.name} matches the ingest ({len(rows)} chunks)")
             return 0
         print(
             f"demo sample: {SAMPLE.name} differs from the ingest: run uv run demo_sample.py", file=sys.stderr
         )
         return 1
-    SAMPLE.write_text(fresh, encoding="utf-8")
+    write_jsonl(SAMPLE, rows)
     print(f"demo sample: {len(rows)} chunks of {len(DEMO_CHAPTERS)} chapters -> {SAMPLE}")
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -9,6 +10,8 @@ from pathlib import Path
 import pytest
 
 import demo_sample
+from schema import write_jsonl
+from sources import load_pins
 
 TRM_PATH = os.environ.get("TRM_PATH")
 needs_corpus = pytest.mark.skipif(
@@ -37,10 +40,23 @@ def test_the_committed_sample_is_what_the_ingest_writes_now(
     stale = tmp_path / "sample.jsonl"
     rows = [dict(row) for row in SAMPLE_ROWS]
     rows[0]["text"] = rows[0]["text"].replace(" ", "  ", 1)
-    stale.write_text(demo_sample.render(rows), encoding="utf-8")
+    write_jsonl(stale, rows)
     monkeypatch.setattr(demo_sample, "SAMPLE", stale)
     assert demo_sample.main(["--trm-path", str(TRM_PATH), "--check"]) == 1
     assert "differs from the ingest" in capsys.readouterr().err
+
+
+@needs_corpus
+def test_a_tree_at_another_commit_than_the_pin_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The rows cite the tree's commit and samples/SOURCE.md the pinned one: they must agree."""
+    other = dataclasses.replace(load_pins(), trm_commit="0" * 40)
+    monkeypatch.setattr(demo_sample, "load_pins", lambda: other)
+    before = demo_sample.SAMPLE.read_bytes()
+    assert demo_sample.main(["--trm-path", str(TRM_PATH)]) == 2
+    assert "but sources.yaml pins 0000000000000000000000000000000000000000" in capsys.readouterr().err
+    assert demo_sample.SAMPLE.read_bytes() == before
 
 
 def test_no_tree_is_refused_naming_what_to_set(
