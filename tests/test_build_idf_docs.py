@@ -1030,35 +1030,27 @@ def test_the_launcher_reads_in_parallel_only_with_add_warnings_declared_safe(
     assert seen["declared"] == expected
 
 
-# ESP-IDF v6.0's tools/cmakev2/esp_docs_cmakev2_extension.py: a domain with one data key, "xrefs",
-# name -> (docname, label id), and no merge_domaindata or clear_doc of its own.
-FAKE_CMAKEV2_EXTENSION = """
+def fake_domain_extension(class_name: str, domain_name: str, data_key: str) -> str:
+    """An extension declared parallel safe whose domain has one data key and no merge of its own."""
+    return f"""
 from sphinx.domains import Domain
 
 
-class CMakeV2Domain(Domain):
-    name = "cmakev2"
-    initial_data = {"xrefs": {}}
+class {class_name}(Domain):
+    name = "{domain_name}"
+    initial_data = {{"{data_key}": {{}}}}
 
 
 def setup(app):
-    app.add_domain(CMakeV2Domain)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    app.add_domain({class_name})
+    return {{"parallel_read_safe": True, "parallel_write_safe": True}}
 """
+
+
+# ESP-IDF v6.0's tools/cmakev2/esp_docs_cmakev2_extension.py: "xrefs" maps name -> (docname, label id).
+FAKE_CMAKEV2_EXTENSION = fake_domain_extension("CMakeV2Domain", "cmakev2", "xrefs")
 # Any other extension whose domain cannot merge.
-FAKE_UNMERGEABLE_EXTENSION = """
-from sphinx.domains import Domain
-
-
-class NotesDomain(Domain):
-    name = "notes"
-    initial_data = {"notes": {}}
-
-
-def setup(app):
-    app.add_domain(NotesDomain)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
-"""
+FAKE_UNMERGEABLE_EXTENSION = fake_domain_extension("NotesDomain", "notes", "notes")
 # sphinx_selective_exclude.eager_only as esp-docs loads it: it subclasses sphinx.directives.other.Only
 # without importing that module, decides an only:: block while the page is read, and marks a kept
 # block "TRUE" after adding that tag to the tags of the process reading.
