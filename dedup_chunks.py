@@ -3,7 +3,10 @@
     uv run dedup_chunks.py chunks_*.jsonl --out-path idf_chunks.jsonl
     uv run dedup_chunks.py src_chunks_*.jsonl --out-path src_chunks.jsonl
 
-A row identical in several chips and ESP-IDF releases lists all of them (docs/releases.md).
+A row identical in several chips and ESP-IDF releases lists all of them (docs/releases.md), and in
+``release_chips`` the (release, chip) builds it came from: a page the same in master's esp32 and
+esp32s3 builds and in v6.0's esp32 build lists both chips and both releases, yet holds for v6.0 on
+esp32 only.
 
 The key is exact, ``(file_path, text)`` (DESIGN §3): two chips whose builds differ by one
 substituted constant keep two rows, each narrowed to its chips, so a chip filter never returns the
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +27,7 @@ from typing import Any
 from tqdm import tqdm
 
 from chip_vocab import chip_ids
-from releases import newest_first, split_source
+from releases import newest_first, split_release_chip, split_source
 from schema import make_row, read_jsonl, validate_row, write_jsonl
 
 Key = tuple[str, str]
@@ -74,10 +77,21 @@ def _merge_into(kept: dict[str, Any], row: dict[str, Any]) -> None:
     ordered = newest_first(sources)
     kept["releases"] = ordered
     kept["release_sources"] = [sources[series] for series in ordered]
+    kept["release_chips"] = list(dict.fromkeys([*kept["release_chips"], *row["release_chips"]]))
     if ordered:  # the row cites its newest build; release_sources keeps every other one
         kept["source_version"], kept["source_commit"] = split_source(kept["release_sources"][0])
     if row["source_commit"] == kept["source_commit"]:
         kept["url"] = row["url"]  # the link goes with the build the row cites
+
+
+def _build_order(release_rank: dict[str, int], chip_rank: dict[str, int]) -> Callable[[str], tuple[int, int]]:
+    """Sort key of ``release_chips``: newest release first, then chips.yaml order."""
+
+    def key(pair: str) -> tuple[int, int]:
+        series, chip = split_release_chip(pair)
+        return release_rank.get(series, len(release_rank)), chip_rank.get(chip, len(chip_rank))
+
+    return key
 
 
 def check_one_build_per_series(builds: dict[str, set[str]]) -> None:
@@ -159,6 +173,7 @@ def dedup(paths: Iterable[Path]) -> DedupResult:
                     revisions=row["revisions"],
                     releases=row["releases"],
                     release_sources=row["release_sources"],
+                    release_chips=sorted(row["release_chips"], key=_build_order(release_rank, order)),
                     symbol_refs=row["symbol_refs"],
                     doc_refs=row["doc_refs"],
                     file_refs=row["file_refs"],

@@ -108,6 +108,7 @@ INDEXES: dict[str, tuple[str, Any]] = {
     "chips_label": ("chips", LabelList()),
     "revisions_label": ("revisions", LabelList()),
     "releases_label": ("releases", LabelList()),
+    "release_chips_label": ("release_chips", LabelList()),
     "doc_type_bitmap": ("doc_type", Bitmap()),
     "file_path_btree": ("file_path", BTree()),
 }
@@ -450,6 +451,14 @@ def ensure_table(db: lancedb.DBConnection, db_uri: str, model_id: str, dimension
         # source_version and that build, TRM rows none, in one commit. Lance's SQL has no CASE, so a
         # TRM row's value is computed to a marker that array_remove then drops.
         retry_on_conflict(lambda: table.add_columns(RELEASE_MIGRATION), "adding the release columns")
+    if "release_chips" not in table.schema.names:
+        # A store from before the (release, chip) builds: the column arrives empty in one commit and
+        # each doc_type's replace fills its rows; the server refuses a store while any row lacks it
+        # (the releases and chips it lists cannot say which chip each release was built for).
+        retry_on_conflict(
+            lambda: table.add_columns([pa.field("release_chips", pa.list_(pa.string()))]),
+            "adding the release_chips column",
+        )
     missing_facts = [name for name in FACT_FIELDS if name not in table.schema.names]
     if missing_facts:
         # A store from before the passage facts: the columns arrive empty in one commit, and each

@@ -24,6 +24,7 @@ from chunk_format import (
     register_blocks,
 )
 from process_memory import trim
+from releases import holds
 
 _BASE_NAME = re.compile(r"DR_REG_\w+_BASE")
 _REGISTER_NAME = re.compile(r"_REG(?:_\d+)?$")  # X_REG, X_REG_1; not SET_PERI_REG_MASK
@@ -246,8 +247,8 @@ def chip_index(table: Any, chip: str, revision: str | None, release: str | None 
         f"OR source_doc LIKE '%{_LINKER_SCRIPT}')"
     )
     raw_headers: dict[str, list[tuple[int, str]]] = defaultdict(list)
-    for row in _rows(table, src_where, [*columns, "symbol_refs", "releases"]):
-        if not _in_revision(row, revision) or (release is not None and release not in row["releases"]):
+    for row in _rows(table, src_where, [*columns, "symbol_refs", "releases", "release_chips"]):
+        if not _in_revision(row, revision) or not holds(row, release, chip):
             continue
         if row["source_doc"].endswith(_LINKER_SCRIPT):
             _collect_linker(row, index)

@@ -23,7 +23,7 @@ from register_index import (
     _rows,
     chip_index,
 )
-from releases import ReleaseIndex, newest_first
+from releases import ReleaseIndex, newest_first, releases_of
 
 # ---------------------------------------------------------------- one answer from manual and headers
 
@@ -317,7 +317,7 @@ RELEASE_COMPARE_NOTE = (
 def held_releases(table: Any) -> ReleaseIndex:
     """The ESP-IDF releases a table holds, for callers without the server's store index."""
     held = ReleaseIndex()
-    for row in _rows(table, "doc_type != 'trm'", ["chips", "releases", "release_sources"]):
+    for row in _rows(table, "doc_type != 'trm'", ["chips", "releases", "release_sources", "release_chips"]):
         held.add_row(row)
     return held
 
@@ -461,9 +461,9 @@ def other_release_note(
     key = macro.name if macro is not None else name
     where = f"doc_type = 'src' AND array_has(chips, {_quote(chip)}) AND array_has(symbol_refs, {_quote(key)})"
     cards: dict[str, tuple[str, tuple[tuple[str, ...], ...]]] = {}
-    for row in _rows(table, where, ["text", "revisions", "releases"]):
+    for row in _rows(table, where, ["text", "chips", "revisions", "releases", "release_chips"]):
         card = _card_in_text(row["text"], key) if _in_revision(row, revision) else None
-        for series in row["releases"] if card is not None else []:
+        for series in releases_of(row, chip) if card is not None else []:
             cards.setdefault(series, card)  # type: ignore[arg-type]
     mine = cards.get(release)
     differ = [s for s in newest_first(cards) if s != release and cards[s] != mine]

@@ -63,7 +63,7 @@ from register_views import (
     merge_views,
     other_release_note,
 )
-from releases import ReleaseIndex, newest_first
+from releases import ReleaseIndex, newest_first, releases_of
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -382,13 +382,11 @@ def _elsewhere(table: Any, name: str, chip: str, release: str | None = None) -> 
     releases' headers define it for this chip: a question asked for the wrong chip or release should
     say so. ``name`` is a validated identifier."""
     where = f"doc_type IN ('trm', 'src') AND array_has(symbol_refs, {_quote(name.upper())})"
-    rows = _rows(table, where, ["chips", "doc_type", "releases"])
+    rows = _rows(table, where, ["chips", "doc_type", "releases", "release_chips"])
     found = sorted({c for row in rows for c in row["chips"]} - {chip})
     text = f"; it exists on {', '.join(found)}" if found else ""
     if release is not None:
-        mine = [
-            r for row in rows if row["doc_type"] == "src" and chip in row["chips"] for r in row["releases"]
-        ]
+        mine = [r for row in rows if row["doc_type"] == "src" for r in releases_of(row, chip)]
         if others := newest_first(set(mine) - {release}):
             text += (
                 f"; the ESP-IDF {', '.join(others)} SoC headers define it for {chip} "

@@ -1,8 +1,11 @@
 """The ESP-IDF release axis (docs/releases.md): series names, what a store holds, which release answers.
 
 A row's ``releases`` lists the series it is true for (``v5.5``, ``v6.1-dev``), newest first, and
-``release_sources`` the exact build of each (``v5.5.5@<commit>``). This module is the one place that
-turns versions into series, caller input into a held series, and a store into its releases.
+``release_sources`` the exact build of each (``v5.5.5@<commit>``). ``release_chips`` lists the
+(release, chip) builds the row came from, as ``v6.0:esp32``: a row folded from v6.1-dev's esp32 and
+esp32s3 builds and v6.0's esp32 build is true for v6.0 on esp32 only, which ``releases`` and ``chips``
+alone cannot say. This module is the one place that turns versions into series, caller input into a
+held series, and a store into its releases.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ REQUEST_CHARSET = re.compile(r"[A-Za-z0-9_./\-]{1,64}")
 DEV_ALIASES = frozenset({"master", "latest", "dev", "main"})
 ALL = "all"
 COMMIT = re.compile(r"[0-9a-f]{40}")
+PAIR_SEPARATOR = ":"
 
 
 class ReleaseError(ValueError):
@@ -64,6 +68,42 @@ def release_source(version: str, commit: str) -> str:
 def split_source(source: str) -> tuple[str, str]:
     version, _, commit = source.rpartition("@")
     return version, commit
+
+
+def release_chip(series: str, chip: str) -> str:
+    """One (release, chip) build as ``release_chips`` stores it."""
+    return f"{series}{PAIR_SEPARATOR}{chip}"
+
+
+def split_release_chip(pair: str) -> tuple[str, str]:
+    series, _, chip = pair.partition(PAIR_SEPARATOR)
+    return series, chip
+
+
+def holds(row: dict[str, Any], series: str | None, chip: str | None) -> bool:
+    """Whether ``row`` is true for ``chip`` in release ``series`` (None: any). A row of no release
+    (the manuals) holds for every release; otherwise only a build that produced it counts."""
+    if chip is not None and chip not in row["chips"]:
+        return False
+    if series is None or not row["releases"]:
+        return True
+    if chip is None:
+        return series in row["releases"]
+    return release_chip(series, chip) in row["release_chips"]
+
+
+def chips_in(row: dict[str, Any], series: str | None) -> list[str]:
+    """The row's chips whose ``series`` build produced it (all of them for no series or no release)."""
+    if series is None or not row["releases"]:
+        return row["chips"]
+    return [chip for chip in row["chips"] if release_chip(series, chip) in row["release_chips"]]
+
+
+def releases_of(row: dict[str, Any], chip: str | None) -> list[str]:
+    """The row's releases whose ``chip`` build produced it (all of them for no chip)."""
+    if chip is None:
+        return row["releases"]
+    return [series for series in row["releases"] if release_chip(series, chip) in row["release_chips"]]
 
 
 def require_series(version: str, what: str) -> str:
@@ -112,14 +152,15 @@ class ReleaseIndex:
     with_release: set[str] = field(default_factory=set)
 
     def add_row(self, row: dict[str, Any], rows: int = 1) -> None:
-        """Count one row (or ``rows`` alike) under each release it lists (TRM rows list none)."""
+        """Count one row (or ``rows`` alike) under each release it lists (TRM rows list none), and
+        under each chip that release's build of it came from."""
         if "doc_type" in row:
             (self.with_release if row["releases"] else self.without_release).add(row["doc_type"])
         for series, source in zip(row["releases"], row["release_sources"], strict=False):
             version, commit = split_source(source)
             held = self.held.setdefault(series, HeldRelease(series, version, commit))
             held.rows += rows
-            for chip in row["chips"]:
+            for chip in chips_in(row, series):
                 held.chips[chip] += rows
 
     @property
@@ -242,16 +283,29 @@ class ReleaseChoice:
     # ReleaseIndex.releaseless_doc_types of the store: the rows that hold for every release
     releaseless_doc_types: tuple[str, ...] | None = None
 
-    def where(self) -> str | None:
-        """Filter clause: the series' rows and the rows true for every release. ``series`` is always
-        one of the store's own held names and the doc_types vocabulary names, never caller text."""
+    def where(self, chip: str | None = None) -> str | None:
+        """Filter clause: the series' rows and the rows true for every release; with ``chip``, the
+        rows that release's build of that chip produced and that chip's rows true for every release.
+        ``series`` is always one of the store's own held names, ``chip`` a vocabulary id checked by
+        the caller, and the doc_types vocabulary names, never caller text."""
         if self.series is None:
             return None
+        if chip is None:
+            released = f"array_has(releases, '{self.series}')"
+            everywhere = self._everywhere()
+        else:
+            released = f"array_has(release_chips, '{release_chip(self.series, chip)}')"
+            everywhere = self._everywhere() and f"({self._everywhere()} AND array_has(chips, '{chip}'))"
+        return f"({everywhere} OR {released})" if everywhere else f"({released})"
+
+    def _everywhere(self) -> str | None:
+        """The rows true for every release: by doc_type when the store says which those are (LanceDB
+        answers that from its indexes), None when no doc_type is."""
         if self.releaseless_doc_types is None:
-            return f"(cardinality(releases) = 0 OR array_has(releases, '{self.series}'))"
-        doc_types = ", ".join(f"'{d}'" for d in self.releaseless_doc_types)
-        everywhere = f"doc_type IN ({doc_types}) OR " if doc_types else ""
-        return f"({everywhere}array_has(releases, '{self.series}'))"
+            return "cardinality(releases) = 0"
+        if not self.releaseless_doc_types:
+            return None
+        return "doc_type IN (" + ", ".join(f"'{d}'" for d in self.releaseless_doc_types) + ")"
 
 
 def choose(

@@ -15,7 +15,7 @@ from chip_vocab import chips
 from chunk_format import PATH_SEPARATOR
 from excerpts import excerpt
 from follow_refs import follow_up
-from releases import release_series, split_source
+from releases import chips_in, release_series, releases_of, split_source
 
 # A result's default excerpt, in characters; the first result's is FIRST_RESULT_SHARE times as
 # long. The largest that keeps question answers in sight: shorter defaults lost answers from the
@@ -175,14 +175,14 @@ def format_result(
         "text": with_variant_note(text, row, budget),
         "text_truncated": truncated,
         "doc_type": row["doc_type"],
-        "chips": row["chips"],
+        "chips": chips_in(row, series),
         "revisions": row["revisions"],
         "revision_scope": revision_scope(row["revisions"], row["chips"]),
         "source_doc": None if _restates(row["source_doc"], row) else row["source_doc"],
         "section_path": row["section_path"],
         "file_path": row["file_path"],
         "chunk_index": row["chunk_index"],
-        "releases": row["releases"],
+        "releases": releases_of(row, chip),
         "source_version": version,
         "source_commit": commit,
         "release_sources": sources,

@@ -2,7 +2,8 @@
 
 One shape for all three corpora keeps filters uniform: ``chips`` is a list everywhere, and
 ``revisions`` is a list where empty means "this content has no revision axis", never "all".
-``releases``/``release_sources`` are the ESP-IDF release axis, empty on TRM rows (docs/releases.md).
+``releases``/``release_sources`` are the ESP-IDF release axis and ``release_chips`` the (release,
+chip) builds a row came from, all empty on TRM rows (docs/releases.md).
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ import pyarrow as pa
 
 from chip_vocab import DOC_TYPES, chip_ids, chips
 from passage_kinds import KIND_IDS, passage_facts
-from releases import COMMIT, release_series, split_source
+from releases import COMMIT, release_chip, release_series, split_release_chip, split_source
 
 LIST_FIELDS = (
     "chips",
     "revisions",
     "releases",
     "release_sources",
+    "release_chips",
     "symbol_refs",
     "doc_refs",
     "file_refs",
@@ -48,6 +50,7 @@ CHUNK_FIELDS = (
     "revisions",
     "releases",
     "release_sources",
+    "release_chips",
     "source_doc",
     "section_path",
     "file_path",
@@ -108,6 +111,7 @@ def make_row(
     revisions: Iterable[str] = (),
     releases: Iterable[str] = (),
     release_sources: Iterable[str] = (),
+    release_chips: Iterable[str] | None = None,
     symbol_refs: Iterable[str] = (),
     doc_refs: Iterable[str] = (),
     file_refs: Iterable[str] = (),
@@ -115,14 +119,22 @@ def make_row(
     source_commit: str = "unknown",
     url: str = "",
 ) -> dict[str, Any]:
-    """Build and validate one chunk row; list fields are de-duplicated in first-seen order."""
+    """Build and validate one chunk row; list fields are de-duplicated in first-seen order.
+
+    ``release_chips`` defaults to every release with every chip, which is true of one build (an
+    ingest reads one release); a row folded from several builds passes the builds it came from."""
+    chips = _unique(chips)
+    releases = list(releases)
+    if release_chips is None:
+        release_chips = [release_chip(series, chip) for series in releases for chip in chips]
     row = {
         "text": text,
         "doc_type": doc_type,
-        "chips": _unique(chips),
+        "chips": chips,
         "revisions": _unique(revisions),
-        "releases": list(releases),
+        "releases": releases,
         "release_sources": list(release_sources),
+        "release_chips": _unique(release_chips),
         "source_doc": source_doc,
         "section_path": section_path,
         "file_path": file_path,
@@ -148,7 +160,10 @@ def validate_row(row: dict[str, Any]) -> None:
     """Raise ValueError naming the first field that breaks the data model."""
     missing = [f for f in CHUNK_FIELDS if f not in row]
     if missing:
-        raise ValueError(f"chunk row lacks fields: {', '.join(missing)}")
+        raise ValueError(
+            f"chunk row lacks fields: {', '.join(missing)}; an older ingest wrote it: re-run the "
+            "ingests (just rebuild)"
+        )
     for name in STRING_FIELDS:
         if not isinstance(row[name], str):
             raise ValueError(f"field {name!r} must be a string, got {type(row[name]).__name__}")
@@ -213,6 +228,30 @@ def validate_releases(row: dict[str, Any]) -> None:
                 f"release source {source!r} is not an exact build (version@40-hex commit) "
                 f"of series {series!r}"
             )
+    validate_release_chips(row)
+
+
+def validate_release_chips(row: dict[str, Any]) -> None:
+    """Every (release, chip) build names one of the row's releases and chips, and every release and
+    chip of a row with releases comes from at least one build."""
+    pairs = [split_release_chip(pair) for pair in row["release_chips"]]
+    if not row["releases"]:
+        if pairs:
+            raise ValueError(f"release_chips {row['release_chips']} on a row that lists no release")
+        return
+    stray = [release_chip(s, c) for s, c in pairs if s not in row["releases"] or c not in row["chips"]]
+    if stray:
+        raise ValueError(
+            f"release_chips {stray} name a release or chip the row does not list "
+            f"(releases {row['releases']}, chips {row['chips']})"
+        )
+    unbuilt = [s for s in row["releases"] if s not in {s for s, _ in pairs}]
+    unbuilt += [c for c in row["chips"] if c not in {c for _, c in pairs}]
+    if unbuilt:
+        raise ValueError(
+            f"{', '.join(unbuilt)} listed without a build in release_chips {row['release_chips']}: "
+            "an older ingest or dedup wrote this row; re-run them (just rebuild)"
+        )
 
 
 # Every row's embedding windows, the whole chunk's vector first: the embedder reads 256 tokens, so a

@@ -31,7 +31,7 @@ from embedder import get_embedder, resolve_model_id
 from follow_refs import section_rows
 from process_memory import trim
 from query_analysis import QueryAnalysis, analyse, query_symbols
-from releases import ReleaseChoice, ReleaseError, ReleaseIndex, choose
+from releases import ReleaseChoice, ReleaseError, ReleaseIndex, chips_in, choose, holds, releases_of
 from rerank import Ranker
 from results import (
     FIRST_RESULT_SHARE,
@@ -67,10 +67,19 @@ MAX_EXCERPT_CHARS = 4000
 SYMBOL_COUNT_CAP = 5000
 READ_DEFAULT_CHARS = 8000
 READ_MAX_CHARS = 50000
-INDEX_COLUMNS = ["file_path", "chunk_index", "doc_type", "chips", "revisions", "releases", "release_sources"]
+INDEX_COLUMNS = [
+    "file_path",
+    "chunk_index",
+    "doc_type",
+    "chips",
+    "revisions",
+    "releases",
+    "release_sources",
+    "release_chips",
+]
 # The list columns the store index groups rows by, each joined into one string per row with a
 # separator no chip, revision or release name holds.
-_GROUPED_LISTS = ["chips", "revisions", "releases", "release_sources"]
+_GROUPED_LISTS = ["chips", "revisions", "releases", "release_sources", "release_chips"]
 _LIST_SEPARATOR = "\x1f"
 
 # The pages that say what changed between releases (docs/en/migration-guides/...).
@@ -98,7 +107,9 @@ class Filters:
 
     def where(self) -> str | None:
         """SQL predicate for LanceDB; built only from vocabulary-checked values."""
-        clauses = [self.release.where()] if self.release and self.release.where() else []
+        # with a chip, the release clause keeps only the rows that release's build of that chip made
+        release = self.release.where(self.chip) if self.release else None
+        clauses = [release] if release else []
         if self.chip:
             clauses.append(f"array_has(chips, '{self.chip}')")
         if self.doc_type:
@@ -622,14 +633,15 @@ class SearchEngine:
                 landed = f"{path!r} has no section {section_path!r}; this is the section that encloses it"
             section_path = opened
         anchors = [r for r in rows if r["chunk_index"] == chunk_index]
-        if anchors and not idf_version and release.series and not _in_release(anchors[0], release.series):
+        chip = filters.chip
+        if anchors and not idf_version and release.series and not holds(anchors[0], release.series, chip):
             # a hit from another release (found with idf_version=): read it in its own release
-            own = anchors[0]["releases"][0]
+            own = releases_of(anchors[0], chip)[0]
             release = self.release_for(own, filters.chip)
             release.envelope["how"] = f"the chunk's own release ({own}): it is not in the default"
         filters = filters.with_release(release)
-        rows = [r for r in rows if release.series is None or _in_release(r, release.series)]
-        if not anchors or not _in_release(anchors[0], release.series):
+        rows = [r for r in rows if holds(r, release.series, chip)]
+        if not anchors or not holds(anchors[0], release.series, chip):
             named = {**filters.as_dict(), "idf_version": release.series}
             scope = " and ".join(f"{key} {value}" for key, value in named.items() if value)
             what = f"section {section_path!r}" if section_path is not None else f"chunk {chunk_index}"
@@ -657,9 +669,9 @@ class SearchEngine:
                     {
                         "chunk_index": r["chunk_index"],
                         "section_path": r["section_path"],
-                        "chips": r["chips"],
+                        "chips": chips_in(r, release.series),
                         "revisions": r["revisions"],
-                        "releases": r["releases"],
+                        "releases": releases_of(r, chip),
                         "text": r["text"],
                     }
                     for r in picked
@@ -749,10 +761,6 @@ class SearchEngine:
         if self.demo_note:
             payload["corpus_note"] = self.demo_note
         return payload
-
-
-def _in_release(row: dict[str, Any], series: str | None) -> bool:
-    return series is None or not row["releases"] or series in row["releases"]
 
 
 def _sql_quote(value: str) -> str:

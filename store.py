@@ -101,6 +101,12 @@ def open_store(db_uri: str, model_id: str | None = None) -> lancedb.table.Table:
             "re-run each corpus's ingest and embed_and_store.py into it (it adds the column and "
             "re-embeds nothing already cached)"
         )
+    if "release_chips" not in table.schema.names or table.count_rows("release_chips IS NULL"):
+        raise StoreError(
+            f"the store at {db_uri} predates the (release, chip) builds each row comes from, so a "
+            "release filter could answer with another chip's docs; re-run the ingests, dedup and "
+            "embeds into it (`just rebuild`: only changed text is re-embedded)"
+        )
     missing = [name for name in FACT_FIELDS if name not in table.schema.names]
     if missing or table.count_rows("kind IS NULL") or not has_term_stats(lancedb.connect(db_uri)):
         raise StoreError(

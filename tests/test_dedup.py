@@ -164,6 +164,35 @@ def test_identical_chunks_of_two_releases_become_one_row_naming_both(tmp_path: P
         validate_row(row)
 
 
+def test_a_folded_row_names_the_release_chip_builds_it_came_from(tmp_path: Path) -> None:
+    """Chips and releases are united separately, so only release_chips can say that v5.5 was built
+    for esp32 alone: the folded row must not claim v5.5 for esp32c3."""
+    files = []
+    for name, chip, release in (("a", "esp32", V61), ("b", "esp32c3", V61), ("c", "esp32", V55)):
+        files.append(tmp_path / f"{name}.jsonl")
+        write_jsonl(files[-1], [_released("Intro", chip, 0, release)])
+    (row,) = dedup_chunks.dedup(files).rows
+    assert row["chips"] == ["esp32", "esp32c3"] and row["releases"] == ["v6.1-dev", "v5.5"]
+    assert row["release_chips"] == ["v6.1-dev:esp32", "v6.1-dev:esp32c3", "v5.5:esp32"]
+    validate_row(row)
+
+
+def test_rows_whose_release_chips_disagree_with_their_lists_are_refused() -> None:
+    row = _released("Intro", "esp32", 0, V55)
+    for pairs, message in (
+        (["v5.5:esp32c3"], "name a release or chip the row does not list"),
+        (["v6.1-dev:esp32"], "name a release or chip the row does not list"),
+        ([], "listed without a build"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            validate_row({**row, "release_chips": pairs})
+    manual = _row("Intro", "esp32", 0, doc_type="trm")
+    with pytest.raises(ValueError, match="on a row that lists no release"):
+        validate_row({**manual, "release_chips": ["v5.5:esp32"]})
+    with pytest.raises(ValueError, match=r"lacks fields: release_chips.*re-run the ingests"):
+        validate_row({k: v for k, v in row.items() if k != "release_chips"})
+
+
 def test_two_builds_of_one_release_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     other = ("v5.5", "v5.5.4@" + "4" * 40)
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"

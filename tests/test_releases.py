@@ -5,13 +5,25 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
+import lancedb
 import pytest
 from test_search import build_fixture_store
 
-from releases import HeldRelease, ReleaseError, ReleaseIndex, choose, release_series
-from search import SearchEngine, SearchInputError, open_engine
+from releases import (
+    HeldRelease,
+    ReleaseError,
+    ReleaseIndex,
+    chips_in,
+    choose,
+    holds,
+    release_chip,
+    release_series,
+    releases_of,
+)
+from search import Filters, SearchEngine, SearchInputError, open_engine
 
 C3_ONLY_V55 = "api-reference/peripherals/adc"
 
@@ -96,9 +108,41 @@ def test_default_project_release_and_nearest(index: ReleaseIndex) -> None:
     assert choose(index, None, chip=None).envelope["held"] == ["v6.1-dev", "v5.5"]
 
 
-def _row(doc_type: str, releases: list[str]) -> dict[str, Any]:
+def _row(doc_type: str, releases: list[str], chips: tuple[str, ...] = ("esp32",)) -> dict[str, Any]:
     sources = [f"{r}.0@{'0' * 40}" for r in releases]
-    return {"doc_type": doc_type, "chips": ["esp32"], "releases": releases, "release_sources": sources}
+    return {
+        "doc_type": doc_type,
+        "chips": list(chips),
+        "releases": releases,
+        "release_sources": sources,
+        "release_chips": [release_chip(r, c) for r in releases for c in chips],
+    }
+
+
+def test_a_release_counts_only_the_chips_its_builds_made_a_row_for() -> None:
+    """A row folded from master's esp32 and esp32s3 builds and v6.0's esp32 build lists both chips and
+    both releases; v6.0 must not count esp32s3, nor a v6.0 filter for esp32s3 return the row."""
+    row = _row("idf", ["v6.1-dev", "v6.0"], ("esp32", "esp32s3"))
+    row["release_chips"] = ["v6.1-dev:esp32", "v6.1-dev:esp32s3", "v6.0:esp32"]
+    index = ReleaseIndex()
+    index.add_row(row)
+    assert sorted(index.held["v6.1-dev"].chips) == ["esp32", "esp32s3"]
+    assert sorted(index.held["v6.0"].chips) == ["esp32"]
+    assert holds(row, "v6.0", "esp32") and holds(row, "v6.1-dev", "esp32s3")
+    assert not holds(row, "v6.0", "esp32s3"), "v6.0's esp32s3 build never made this row"
+    assert holds(row, "v6.0", None) and holds(row, None, "esp32s3") and not holds(row, None, "esp32c3")
+    assert chips_in(row, "v6.0") == ["esp32"] and chips_in(row, None) == ["esp32", "esp32s3"]
+    assert releases_of(row, "esp32s3") == ["v6.1-dev"] and releases_of(row, None) == ["v6.1-dev", "v6.0"]
+    manual = _row("trm", [], ("esp32s3",))
+    assert holds(manual, "v6.0", "esp32s3") and chips_in(manual, "v6.0") == ["esp32s3"]
+    with pytest.raises(ReleaseError, match="covers esp32, not esp32s3"):
+        choose(index, "v6.0", chip="esp32s3")
+    assert choose(index, "v6.0", chip="esp32").where("esp32") == "(array_has(release_chips, 'v6.0:esp32'))"
+    index.add_row(manual)
+    assert choose(index, "v6.1-dev", chip="esp32s3").where("esp32s3") == (
+        "((doc_type IN ('trm') AND array_has(chips, 'esp32s3')) OR "
+        "array_has(release_chips, 'v6.1-dev:esp32s3'))"
+    )
 
 
 def test_the_release_filter_names_the_doc_types_that_hold_for_every_release() -> None:
@@ -122,6 +166,36 @@ def test_the_release_filter_names_the_doc_types_that_hold_for_every_release() ->
     unknown.add_row({k: v for k, v in _row("idf", ["v6.1-dev"]).items() if k != "doc_type"})
     assert unknown.releaseless_doc_types is None, "rows read without their doc_type prove nothing"
     assert choose(ReleaseIndex(), None, chip=None).where() is None, "no release held: no filter"
+
+
+def test_lancedb_answers_the_release_and_chip_filter_with_the_builds_a_row_came_from(
+    tmp_path: Path,
+) -> None:
+    """The filter a search sends, run by LanceDB on rows of every shape: a manual, rows of one build,
+    and a row folded from three builds whose releases and chips alone would claim a fourth."""
+    folded = _row("idf", ["v6.1-dev", "v6.0"], ("esp32", "esp32s3"))
+    folded["release_chips"] = ["v6.1-dev:esp32", "v6.1-dev:esp32s3", "v6.0:esp32"]
+    rows = {
+        "manual": _row("trm", [], ("esp32", "esp32s3")),
+        "folded": folded,
+        "s3 in v6.0": _row("idf", ["v6.0"], ("esp32s3",)),
+        "c3 in v6.0": _row("src", ["v6.0"], ("esp32c3",)),
+    }
+    table = lancedb.connect(tmp_path / "db").create_table(
+        "t", [{"name": name, **row} for name, row in rows.items()]
+    )
+    index = ReleaseIndex()
+    for row in rows.values():
+        index.add_row(row)
+
+    def found(series: str, chip: str | None) -> set[str]:
+        where = Filters(chip=chip, release=choose(index, series, chip=chip)).where()
+        return {hit["name"] for hit in table.search().where(where).select(["name"]).to_list()}
+
+    for series, chip in [("v6.0", "esp32s3"), ("v6.0", "esp32"), ("v6.0", None), ("v6.1-dev", "esp32s3")]:
+        expected = {name for name, row in rows.items() if holds(row, series, chip)}
+        assert found(series, chip) == expected, (series, chip)
+    assert found("v6.0", "esp32s3") == {"manual", "s3 in v6.0"}, "v6.0's esp32s3 build never made 'folded'"
 
 
 # -- the engine on a two-release store --------------------------------------------------------------
