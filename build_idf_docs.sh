@@ -29,7 +29,7 @@ $IDF_PATH/docs/_build/en/<target>/xml, running esp-docs
 
 options:
   -j N                       chip builds to run at once (default: from cores and
-                             memory, ~1.7 GB per build)
+                             memory, ~1.7 GB per build, at most one per chip)
   --work-dir DIR             this script's own build folder: Python venv,
                              compiler stand-in, logs (default: build/idf-docs
                              next to this script)
@@ -1344,7 +1344,12 @@ WORK_DIR="$(cd "$WORK_DIR" && pwd)"
 take_work_dir_lock
 STANDIN_DIR="$WORK_DIR/standin"
 USER_IDF_TOOLS_PATH="${IDF_TOOLS_PATH:-}"
-[ -n "$JOBS" ] || JOBS="$(default_jobs)"
+if [ -z "$JOBS" ]; then
+    JOBS="$(default_jobs)"
+    # more build slots than chips would leave cores idle that the Sphinx read could use
+    target_count=$(echo $TARGETS | wc -w)
+    [ "$JOBS" -le "$target_count" ] || JOBS="$target_count"
+fi
 # the cores left to each chip build go to its Sphinx read
 [ -n "$SPHINX_JOBS" ] || SPHINX_JOBS=$(($(cpu_count) / JOBS > 1 ? $(cpu_count) / JOBS : 1))
 

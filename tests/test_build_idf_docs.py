@@ -460,6 +460,11 @@ def test_one_chip_on_two_cores_reads_with_two_sphinx_jobs_and_reports_its_phases
     cores = os.cpu_count() or 1
     assert (tmp_path / "dumps" / "sphinx-jobs-esp32c3.txt").read_text().strip() == str(max(cores, 1))
     assert "esp32c3: seconds by phase: setup " in result.stdout
+    # without -j, one chip is one build slot however many cores and memory allow: the rest read
+    result = run_fake_build(fake_idf, tmp_path, 1, "--min-pages", "1", "esp32c3")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "dumps" / "sphinx-jobs-esp32c3.txt").read_text().strip() == str(max(cores, 1))
+    assert f"(1 at a time, Sphinx -j {max(cores, 1)} each" in result.stderr + result.stdout
     result = run_fake_build(fake_idf, tmp_path, 1, "--min-pages", "1", "--sphinx-jobs", "3", "esp32c3")
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "dumps" / "sphinx-jobs-esp32c3.txt").read_text().strip() == "3"
