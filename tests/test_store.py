@@ -644,6 +644,41 @@ def test_a_store_from_before_the_release_axis_gains_the_release_columns(
     assert by_type["trm"]["releases"] == [] and by_type["trm"]["release_sources"] == []
 
 
+def test_a_store_without_release_chips_is_refused_until_every_corpus_is_embedded_again(
+    tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without release_chips a release filter with a chip cannot tell the builds a row came from:
+    the server refuses the store until each corpus's rows are written with the column."""
+    common = {"chips": ["esp32c3"], "source_doc": "Doc", "section_path": "Doc", "chunk_index": 0}
+    idf = make_row(
+        text="Doc\nThe UART driver.",
+        doc_type="idf",
+        file_path="api-reference/uart",
+        releases=["v5.5"],
+        release_sources=[f"v5.5.5@{IDF_COMMIT}"],
+        source_version="v5.5.5",
+        source_commit=IDF_COMMIT,
+        **common,
+    )
+    trm = make_row(text="Doc\nUART registers.", doc_type="trm", file_path="ESP32-C3/uart", **common)
+    db = tmp_path / "db"
+    chunks = {
+        doc_type: write_rows(tmp_path / f"{doc_type}.jsonl", [row])
+        for doc_type, row in (("idf", idf), ("trm", trm))
+    }
+    for doc_type, path in chunks.items():
+        assert run(capsys, embedder, path, doc_type, trees["idf"], db)[0] == 0
+    open_store(str(db)).drop_columns(["release_chips"])  # as a build from before the column had it
+    with pytest.raises(StoreError, match=r"predates the \(release, chip\) builds.*just rebuild"):
+        open_store(str(db))
+    assert run(capsys, embedder, chunks["trm"], "trm", trees["idf"], db)[0] == 0
+    with pytest.raises(StoreError, match="predates the"):
+        open_store(str(db))  # the idf rows still lack it
+    assert run(capsys, embedder, chunks["idf"], "idf", trees["idf"], db)[0] == 0
+    stored = open_store(str(db)).search().select(["doc_type", "release_chips"]).to_list()
+    assert {row["doc_type"]: row["release_chips"] for row in stored} == {"idf": ["v5.5:esp32c3"], "trm": []}
+
+
 def test_a_store_from_before_upstream_links_is_refused_until_an_embed_adds_the_column(
     tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
