@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import lancedb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,6 +28,7 @@ from chip_vocab import (
 )
 from embedder import get_embedder, resolve_model_id
 from follow_refs import section_rows
+from lancedb_client import lancedb
 from process_memory import trim
 from query_analysis import QueryAnalysis, analyse, query_symbols
 from releases import ReleaseChoice, ReleaseError, ReleaseIndex, chips_in, choose, holds, releases_of

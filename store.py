@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import lancedb
-
+from lancedb_client import lancedb
 from object_store import describe_failure, is_remote
 from schema import FACT_FIELDS
 from term_stats import has_term_stats
