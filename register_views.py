@@ -317,7 +317,8 @@ RELEASE_COMPARE_NOTE = (
 def held_releases(table: Any) -> ReleaseIndex:
     """The ESP-IDF releases a table holds, for callers without the server's store index."""
     held = ReleaseIndex()
-    for row in _rows(table, "doc_type != 'trm'", ["chips", "releases", "release_sources", "release_chips"]):
+    columns = ["doc_type", "chips", "releases", "release_sources", "release_chips"]
+    for row in _rows(table, "doc_type != 'trm'", columns):
         held.add_row(row)
     return held
 

@@ -126,6 +126,9 @@ class HeldRelease:
     commit: str
     chips: Counter[str] = field(default_factory=Counter)
     rows: int = 0
+    # the chips whose programming guide (idf rows) this release holds; ``chips`` adds the chips
+    # whose SoC headers alone it holds (a release's headers cover every chip folder in its tree)
+    docs_chips: Counter[str] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -133,6 +136,7 @@ class HeldRelease:
             "exact_version": self.version,
             "commit": self.commit,
             "chips": sorted(self.chips),
+            "docs_chips": sorted(self.docs_chips),
             "rows": self.rows,
         }
 
@@ -162,6 +166,8 @@ class ReleaseIndex:
             held.rows += rows
             for chip in chips_in(row, series):
                 held.chips[chip] += rows
+                if row.get("doc_type") == "idf":
+                    held.docs_chips[chip] += rows
 
     @property
     def releaseless_doc_types(self) -> tuple[str, ...] | None:
@@ -308,6 +314,20 @@ class ReleaseChoice:
         return "doc_type IN (" + ", ".join(f"'{d}'" for d in self.releaseless_doc_types) + ")"
 
 
+def _docs_missing(index: ReleaseIndex, series: str, chip: str) -> list[str]:
+    """A note when ``series`` holds ``chip``'s SoC headers but not its guide: the answer then has
+    no ESP-IDF guide passage for that chip and release, and the agent should know why and where
+    the guide is. No note for a store without guide rows (headers and manuals only)."""
+    if chip in index.held[series].docs_chips or not any(h.docs_chips for h in index.held.values()):
+        return []
+    elsewhere = [s for s in index.series if chip in index.held[s].docs_chips]
+    return [
+        f"ESP-IDF {series} in this store holds {chip}'s SoC headers but not its programming guide "
+        f"(built for {', '.join(sorted(index.held[series].docs_chips)) or 'no chip'}); "
+        f"{chip}'s guide is held for: {', '.join(elsewhere) or 'no release'}; {how_to_add(series, chip)}"
+    ]
+
+
 def choose(
     index: ReleaseIndex,
     requested: str | None,
@@ -356,6 +376,8 @@ def choose(
             f"the store's ESP-IDF {series} covers {', '.join(sorted(index.held[series].chips))}, not "
             f"{chip}; {chip} is held in: {', '.join(having) or 'no release (TRM only)'}"
         )
+    if series is not None and chip is not None:
+        notes.extend(_docs_missing(index, series, chip))
     envelope: dict[str, Any] = {
         "answered_from": index.held[series].cited() if series else "all releases (results list theirs)",
         "how": how,

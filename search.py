@@ -706,6 +706,7 @@ class SearchEngine:
 
     def list_chips(self) -> dict[str, Any]:
         """The chip vocabulary, each chip's rows per corpus, and its revisions."""
+        series, held = self.index.releases.series, self.index.releases.held
         listing = []
         for chip_id, chip in chips().items():
             coverage = self.index.coverage.get(chip_id, Counter())
@@ -717,9 +718,9 @@ class SearchEngine:
                     "revisions_in_store": sorted(self.index.revisions_seen.get(chip_id, set())),
                     "rows_by_doc_type": {doc: coverage.get(doc, 0) for doc in DOC_TYPES},
                     "idf_docs_built": chip.docs_built,
-                    "idf_releases_in_store": [
-                        s for s in self.index.releases.series if chip_id in self.index.releases.held[s].chips
-                    ],
+                    "idf_releases_in_store": [s for s in series if chip_id in held[s].chips],
+                    # the releases whose programming guide covers the chip (the others: headers only)
+                    "idf_docs_releases": [s for s in series if chip_id in held[s].docs_chips],
                     "has_trm": chip.trm_folder is not None,
                 }
             )

@@ -9,10 +9,12 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+import lancedb
 import pytest
 import yaml
 
 import rebuild
+from embed_and_store import ROW_KEY
 from sources import Release, Tree
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
@@ -336,3 +338,18 @@ def test_model_option_reaches_the_embed_stages_and_names_the_valid_ids(
         rebuild.main(world.argv("--model", "bge-small", "--dry-run"))
     assert exited.value.code == 2
     assert "all-MiniLM-L6-v2-int8" in capsys.readouterr().err
+
+
+def test_an_embeds_output_is_read_from_the_table_as_written(tmp_path: Path) -> None:
+    """A corpus's rows are its embed's output even while another corpus's rows still wait for a
+    migrated column (the server refuses that store until every embed has run)."""
+    missing = tmp_path / "none.lancedb"
+    assert rebuild.store_digest(str(missing), "trm") is None and not missing.exists()
+    row = {"doc_type": "trm", "file_path": "a", "chunk_index": 0, "content_hash": "h", "chips": ["esp32"]}
+    row["revisions"] = []
+    assert set(row) == set(ROW_KEY)
+    db = tmp_path / "db.lancedb"
+    lancedb.connect(db).create_table("chunks", [row, {**row, "doc_type": "idf", "file_path": "b"}])
+    first = rebuild.store_digest(str(db), "trm")
+    assert first is not None and rebuild.store_digest(str(db), "src") is None
+    assert first != rebuild.store_digest(str(db), "idf")

@@ -138,11 +138,31 @@ def test_a_release_counts_only_the_chips_its_builds_made_a_row_for() -> None:
     with pytest.raises(ReleaseError, match="covers esp32, not esp32s3"):
         choose(index, "v6.0", chip="esp32s3")
     assert choose(index, "v6.0", chip="esp32").where("esp32") == "(array_has(release_chips, 'v6.0:esp32'))"
+    assert "notes" not in choose(index, "v6.0", chip="esp32").envelope
     index.add_row(manual)
     assert choose(index, "v6.1-dev", chip="esp32s3").where("esp32s3") == (
         "((doc_type IN ('trm') AND array_has(chips, 'esp32s3')) OR "
         "array_has(release_chips, 'v6.1-dev:esp32s3'))"
     )
+
+
+def test_a_release_holding_only_a_chips_headers_says_where_its_guide_is() -> None:
+    """A release's headers cover every chip folder in its tree, its guide only the chips built: an
+    answer for a chip without the guide says so, where the guide is, and the command that adds it."""
+    index = ReleaseIndex()
+    index.add_row(_row("idf", ["v6.1-dev", "v6.0"], ("esp32",)))
+    index.add_row(_row("idf", ["v6.1-dev"], ("esp32s3",)))
+    index.add_row(_row("src", ["v6.1-dev", "v6.0"], ("esp32", "esp32s3")))
+    assert index.held["v6.0"].as_dict()["chips"] == ["esp32", "esp32s3"]
+    assert index.held["v6.0"].as_dict()["docs_chips"] == ["esp32"]
+    (note,) = choose(index, "v6.0", chip="esp32s3").envelope["notes"]
+    assert "v6.0 in this store holds esp32s3's SoC headers but not its programming guide" in note
+    assert "esp32s3's guide is held for: v6.1-dev" in note
+    assert "just add-release v6.0.2 --chips esp32s3" in note  # v6.0 is pinned in sources.yaml
+    assert "notes" not in choose(index, "v6.1-dev", chip="esp32s3").envelope
+    headers_only = ReleaseIndex()
+    headers_only.add_row(_row("src", ["v6.0"], ("esp32s3",)))
+    assert "notes" not in choose(headers_only, "v6.0", chip="esp32s3").envelope, "no guide anywhere"
 
 
 def test_the_release_filter_names_the_doc_types_that_hold_for_every_release() -> None:
@@ -289,3 +309,6 @@ def test_read_follows_a_hit_into_its_release_and_bad_releases_are_refused(engine
     assert [r["idf_version"] for r in listing["idf_releases"]] == ["v6.1-dev", "v5.5"]
     c3 = next(c for c in listing["chips"] if c["chip"] == "esp32c3")
     assert c3["idf_releases_in_store"] == ["v6.1-dev", "v5.5"]
+    assert c3["idf_docs_releases"] == ["v6.1-dev", "v5.5"]
+    esp32 = next(c for c in listing["chips"] if c["chip"] == "esp32")
+    assert esp32["idf_docs_releases"] == ["v6.1-dev"]
