@@ -126,6 +126,37 @@ def with_releases(engine: SearchEngine, cases: list[Case]) -> list[Case]:
     ]
 
 
+def unheld_reason(engine: SearchEngine, case: Case) -> str | None:
+    """Why the store cannot answer a release case (None when it can): its release is not held, or
+    the release holds no programming guide for the case's chip while the case asks the guide."""
+    asked = case.filters.get("idf_version")
+    if not asked:
+        return None
+    try:
+        series = engine.release_for(asked, None).series
+    except SearchInputError:
+        return f"release {asked} not held"
+    chip = case.filters.get("chip")
+    held = engine.index.releases.held.get(series or "")
+    guide = case.filters.get("doc_type") in (None, "idf")
+    if held is not None and chip and guide and chip not in held.docs_chips:
+        return f"{series} holds no {chip} guide"
+    return None
+
+
+def held_cases(engine: SearchEngine, cases: list[Case]) -> tuple[list[Case], Counter[str]]:
+    """The cases the store can answer, and how many of the others were left out, by reason."""
+    kept: list[Case] = []
+    left: Counter[str] = Counter()
+    for case in cases:
+        reason = unheld_reason(engine, case)
+        if reason is None:
+            kept.append(case)
+        else:
+            left[reason] += 1
+    return kept, left
+
+
 @dataclass
 class Scores:
     ranks: list[int | None] = field(default_factory=list)
@@ -403,6 +434,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--explain", action="store_true", help="error analysis of every case not answered first"
     )
     parser.add_argument(
+        "--held-only",
+        action="store_true",
+        help="score only the cases whose release (and, for guide cases, chip) the store holds; "
+        "the others are counted by reason",
+    )
+    parser.add_argument(
         "--full-text",
         action="store_true",
         help="match against whole chunks instead of the shortened text agents receive",
@@ -427,6 +464,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.full_text:
         engine.result_chars = sys.maxsize
+    if args.held_only:
+        cases, left = held_cases(engine, cases)
+        reasons = ", ".join(f"{reason}: {count}" for reason, count in sorted(left.items()))
+        print(f"held-only: {len(cases)} cases scored, {sum(left.values())} left out ({reasons or 'none'})")
+        if not cases:
+            print("error: the store holds none of the cases' releases", file=sys.stderr)
+            return 2
     try:
         cases = with_releases(engine, cases)
     except SearchInputError as exc:

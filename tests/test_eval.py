@@ -130,6 +130,28 @@ def test_release_cases_count_only_passages_of_their_release(
     assert first_answer_rank([{"text": "adc1_get_raw() reads", "releases": ["v5.5"]}], case) == 1
 
 
+def test_held_only_scores_the_cases_the_store_can_answer_and_counts_the_rest(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fixture store holds v6.1-dev and v5.5, and v5.5's guide only for esp32c3."""
+    store = build_fixture_store(tmp_path_factory.getbasetemp() / "search-store")
+    gold = tmp_path / "release.jsonl"
+    case = '{{"id": "{id}", "category": "release", "query": "read a raw ADC1 channel value", '
+    case += '"filters": {{"chip": "{chip}", "doc_type": "idf", "idf_version": "{release}"}}, '
+    case += '"must_contain": ["adc1_get_raw"]}}\n'
+    gold.write_text(
+        case.format(id="held", chip="esp32c3", release="5.5")
+        + case.format(id="old", chip="esp32c3", release="4.4")
+        + case.format(id="no-guide", chip="esp32", release="5.5")
+    )
+    assert main([str(gold), "--db", str(store)]) == 2, "without the flag an unheld release is an error"
+    assert main([str(gold), "--db", str(store), "--held-only"]) == 0
+    out = capsys.readouterr().out
+    left = "release 4.4 not held: 1, v5.5 holds no esp32 guide: 1"
+    assert f"held-only: 1 cases scored, 2 left out ({left})" in out
+    assert "eval_retrieval: 1 cases" in out
+
+
 def test_answer_size_reports_the_default_answers_bytes_and_what_they_hit(
     tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
