@@ -114,8 +114,16 @@ def chunk_rows(paths: Sequence[Path]) -> int:
     return total
 
 
+def added_chunk_files(chunks: Path, name: str, held: dict[str, set[str]], chips: set[str]) -> list[Path]:
+    """The chunk files of what adding ``chips`` of release ``name`` adds to a store holding ``held``:
+    the docs of the chips it did not hold, and the release's headers when it held none of it."""
+    headers = [] if name in held else [src_chunk_file(chunks, name)]
+    return headers + [idf_chunk_file(chunks, name, chip) for chip in sorted(chips - held.get(name, set()))]
+
+
 def growth_lines(name: str, before: StoreSize, after: StoreSize, new_chunks: int) -> list[str]:
-    """The store's growth from adding ``name``, and the share dedup folded into held rows."""
+    """The store's growth from adding ``name``, and the share of the chunks this run added (its new
+    chips' docs, and its headers when the store held none of the release) that dedup folded."""
     added = {d: after.rows.get(d, 0) - before.rows.get(d, 0) for d in DOC_TYPES}
     total = sum(added.values())
     folded = 1 - total / new_chunks if new_chunks else 0.0
@@ -171,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     parts = held_parts(work)
+    held_before = {release: set(held) for release, held in parts.items()}
     parts.setdefault(name, set()).update(chips)
     before = store_size(db)
     failed: dict[str, str] = {}
@@ -202,12 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parts[name] -= set(failed)  # the other chips and the headers still go in
         code = run_rebuild(rebuild_argv())
     after = store_size(db)
-    new_chunks = chunk_rows(
-        [
-            src_chunk_file(work / "chunks", name),
-            *(idf_chunk_file(work / "chunks", name, c) for c in parts[name]),
-        ]
-    )
+    new_chunks = chunk_rows(added_chunk_files(work / "chunks", name, held_before, parts[name]))
     for line in growth_lines(name, before, after, new_chunks):
         print(line)
     for chip, why in failed.items():

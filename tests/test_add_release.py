@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 import add_release
-from add_release import StoreSize, growth_lines
+from add_release import StoreSize, added_chunk_files, growth_lines
+from rebuild import idf_chunk_file, src_chunk_file
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -111,3 +112,13 @@ def test_growth_reports_rows_disk_and_the_share_dedup_folded() -> None:
         lines[2]
         == "dedup: 2,000 chunks of v9.8.3 became 400 new rows (80.0% folded into rows the store held)"
     )
+
+
+def test_the_folded_share_counts_only_what_the_run_adds(tmp_path: Path) -> None:
+    """Adding a chip to a release the store holds adds that chip's docs, not the release's headers
+    or its other chips' docs again; a release new to the store adds its headers too."""
+    held = {"master": {"esp32"}, "v9.8.3": {"esp32"}}
+    files = added_chunk_files(tmp_path, "v9.8.3", held, {"esp32", "esp32s3"})
+    assert files == [idf_chunk_file(tmp_path, "v9.8.3", "esp32s3")]
+    files = added_chunk_files(tmp_path, "v9.7.1", held, {"esp32"})
+    assert files == [src_chunk_file(tmp_path, "v9.7.1"), idf_chunk_file(tmp_path, "v9.7.1", "esp32")]
