@@ -999,7 +999,9 @@ try:
     from breathe.renderer.filter import FilterFactory
 except ImportError:
     breathe_index = None
-if breathe_index is not None:
+patched = ("create_member_finder_filter", "create_function_and_all_friend_finder_filter",
+           "create_compound_finder_filter")
+if breathe_index is not None and all(hasattr(FilterFactory, name) for name in patched):
     real_member_filter = FilterFactory.create_member_finder_filter
     real_function_filter = FilterFactory.create_function_and_all_friend_finder_filter
     real_compound_filter = FilterFactory.create_compound_finder_filter
