@@ -881,8 +881,8 @@ build_target() {
 # Runs esp-docs' build-docs with Sphinx's `-j` set to argv[1]: build-docs
 # forces `-j 1` on the sphinx-build it starts, so the chip's Sphinx read could
 # not use a second core. The pool of chip builds is forked, so the patch
-# reaches it. With `-j` above 1, sphinx-build starts from SPHINX_MAIN, which
-# makes the extensions a parallel read needs fit for it (see there).
+# reaches it. sphinx-build starts from SPHINX_MAIN, which makes the extensions a
+# parallel read needs fit for it and gives breathe an indexed search (see there).
 readonly BUILD_DOCS_LAUNCHER='
 import subprocess
 import sys
@@ -983,6 +983,72 @@ def is_parallel_allowed(app, typ):
 
 SphinxComponentRegistry.add_domain = add_domain
 Sphinx.is_parallel_allowed = is_parallel_allowed
+
+
+# breathe 4 finds the node of each doxygenfunction, doxygenenum, doxygentypedef, doxygenstruct ...
+# by testing a filter on every node of the doxygen output: each compound of index.xml, its members,
+# and every node of the XML file of each compound whose members did not match. That is the whole
+# output once per directive, and it was nine tenths of the read of a chip (py-spy on a running build).
+# A function, variable, define, typedef or enum filter only matches a member of index.xml of that
+# name (node_type "member", which no node in the XML file of a compound has), and a struct or union
+# filter only a compound of index.xml of that name (node_type "compound"). So only the compounds
+# holding such a member, or of that name, can add a match: the search visits those, in index order,
+# with the finder and filter of breathe, and finds what the whole walk finds.
+try:
+    from breathe.finder import index as breathe_index
+    from breathe.renderer.filter import FilterFactory
+except ImportError:
+    breathe_index = None
+patched = ("create_member_finder_filter", "create_function_and_all_friend_finder_filter",
+           "create_compound_finder_filter")
+if breathe_index is not None and all(hasattr(FilterFactory, name) for name in patched):
+    real_member_filter = FilterFactory.create_member_finder_filter
+    real_function_filter = FilterFactory.create_function_and_all_friend_finder_filter
+    real_compound_filter = FilterFactory.create_compound_finder_filter
+    real_index_search = breathe_index.DoxygenTypeSubItemFinder.filter_
+    compounds_by_name = {}  # id(index.xml root) -> (root, {("member" or "compound", name): [i]})
+
+    def named(filter_, node_type, name):
+        filter_.index_node = (node_type, name)
+        return filter_
+
+    def member_filter(factory, namespace, name, kind):
+        return named(real_member_filter(factory, namespace, name, kind), "member", name)
+
+    def function_filter(factory, namespace, name):
+        return named(real_function_filter(factory, namespace, name), "member", name)
+
+    def compound_filter(factory, name, kind):
+        return named(real_compound_filter(factory, name, kind), "compound", name)
+
+    def index_positions(root):
+        held = compounds_by_name.get(id(root))
+        if held is None or held[0] is not root:
+            positions = {}
+            for index, compound in enumerate(root.get_compound()):
+                positions.setdefault(("compound", compound.name), []).append(index)
+                for member in compound.get_member():
+                    at = positions.setdefault(("member", member.name), [])
+                    if not at or at[-1] != index:
+                        at.append(index)
+            held = compounds_by_name[id(root)] = (root, positions)
+        return held[1]
+
+    def index_search(finder, ancestors, filter_, matches):
+        wanted = getattr(filter_, "index_node", None)
+        if wanted is None:
+            return real_index_search(finder, ancestors, filter_, matches)
+        root = finder.data_object
+        compounds = root.get_compound()
+        node_stack = [root, *ancestors]
+        for index in index_positions(root).get(wanted, ()):
+            compound_finder = finder.item_finder_factory.create_finder(compounds[index])
+            compound_finder.filter_(node_stack, filter_, matches)
+
+    FilterFactory.create_member_finder_filter = member_filter
+    FilterFactory.create_function_and_all_friend_finder_filter = function_filter
+    FilterFactory.create_compound_finder_filter = compound_filter
+    breathe_index.DoxygenTypeSubItemFinder.filter_ = index_search
 from sphinx.cmd.build import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -994,7 +1060,7 @@ class SphinxJobsPopen(real_popen):
             args = list(args)
             args[args.index("-j") + 1] = jobs
             module = args.index("sphinx.cmd.build")
-            if jobs != "1" and args[module - 1] == "-m":
+            if args[module - 1] == "-m":
                 args[module - 1 : module + 1] = ["-c", SPHINX_MAIN]
         super().__init__(args, *rest, **kwargs)
 

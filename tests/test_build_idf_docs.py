@@ -1008,7 +1008,8 @@ def test_the_launcher_reads_in_parallel_only_with_add_warnings_declared_safe(
     tmp_path: Path, jobs: str
 ) -> None:
     """Sphinx reads serially when one extension's setup() declares nothing, as esp-docs 2.6's
-    add_warnings does: with -j above 1 the launcher's sphinx-build says it is parallel-read safe.
+    add_warnings does: the launcher's sphinx-build says it is parallel-read safe (with any -j: it also
+    carries the breathe search every read uses).
     esp-docs and Sphinx live in the docs venv, so small stand-ins take their place here."""
     packages = write_modules(
         tmp_path / "site",
@@ -1031,8 +1032,7 @@ def test_the_launcher_reads_in_parallel_only_with_add_warnings_declared_safe(
     seen = json.loads(result.stdout)
     assert seen["argv"] == ["-j", jobs, "-b", "xml", "src", "out"]
     assert seen["app"] == ["add_warnings registered"]
-    expected = {"parallel_read_safe": True, "parallel_write_safe": True} if jobs != "1" else None
-    assert seen["declared"] == expected
+    assert seen["declared"] == {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
 def fake_domain_extension(class_name: str, domain_name: str, data_key: str) -> str:
@@ -1281,6 +1281,101 @@ def test_a_real_parallel_read_with_the_cmakev2_domain_writes_what_a_serial_read_
     page9 = (tmp_path / "parallel" / "page9.xml").read_text()
     assert page9.count('refuri="api-guides/build-system-v2#cmakev2-') > 0  # the merged xrefs resolve
     assert "Kept for esp32" in page9 and "Dropped" not in page9
+
+
+BREATHE_HEADERS = {
+    "point.h": """/** @file point.h */
+/** @brief Adds two numbers. */
+int add(int a, int b);
+/** @brief A point. */
+typedef struct { int x; int y; } point_t;
+/** @brief A pair. */
+struct pair { int a; /**< first */ int b; /**< second */ };
+/** @brief A word. */
+union word { int i; float f; };
+/** @brief Colours. */
+enum colour { RED, /**< red */ GREEN /**< green */ };
+/** @brief The limit. */
+#define LIMIT 3
+/** @brief A counter. */
+extern int counter;
+""",
+    "more.h": """/** @file more.h */
+/** @defgroup helpers Helpers
+ *  @{ */
+/** @brief Adds three numbers; the same name in another header. */
+int add(int a, int b, int c);
+/** @brief A function in a group. */
+void grouped(void);
+/** @} */
+""",
+}
+BREATHE_PAGE = """Page
+====
+
+.. doxygenfunction:: add(int a, int b)
+.. doxygenfunction:: add(int a, int b, int c)
+.. doxygenfunction:: grouped
+.. doxygenstruct:: pair
+   :members:
+.. doxygenunion:: word
+.. doxygenenum:: colour
+.. doxygendefine:: LIMIT
+.. doxygentypedef:: point_t
+.. doxygenvariable:: counter
+.. doxygenfunction:: not_declared_anywhere
+"""
+
+
+@pytest.mark.skipif(
+    not DOCS_PYTHON or shutil.which("doxygen") is None,
+    reason="set DOCS_VENV_PYTHON (a docs venv's python, with Sphinx and breathe); needs doxygen",
+)
+def test_the_launchers_name_indexed_breathe_search_writes_what_the_whole_walk_does(tmp_path: Path) -> None:
+    """Real doxygen, Sphinx and breathe: a page with every directive whose search the launcher
+    narrows to the compounds of index.xml holding the name (functions of one name in two headers,
+    one in a group, a struct, union, enum, define, typedef, variable and a name nothing declares) is
+    written the same by the launcher's sphinx-build as by the plain one."""
+    script = SCRIPT.read_text()
+    start = script.index('SPHINX_MAIN = """\n') + len('SPHINX_MAIN = """\n')
+    sphinx_main = tmp_path / "sphinx_main.py"
+    sphinx_main.write_text(script[start : script.index('"""\n', start)])
+    headers = tmp_path / "include"
+    headers.mkdir()
+    for name, text in BREATHE_HEADERS.items():
+        (headers / name).write_text(text)
+    (tmp_path / "Doxyfile").write_text(
+        f"INPUT = {headers}\nGENERATE_XML = YES\nGENERATE_HTML = NO\nGENERATE_LATEX = NO\n"
+        f"OUTPUT_DIRECTORY = {tmp_path / 'doxygen'}\nQUIET = YES\n"
+    )
+    subprocess.run(["doxygen", str(tmp_path / "Doxyfile")], cwd=tmp_path, check=True, capture_output=True)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(
+        "extensions = ['breathe']\n"
+        f"breathe_projects = {{'p': {str(tmp_path / 'doxygen' / 'xml')!r}}}\nbreathe_default_project = 'p'\n"
+    )
+    (src / "index.rst").write_text(BREATHE_PAGE)
+
+    def build(out: str, *command: str) -> str:
+        done = subprocess.run(
+            [str(DOCS_PYTHON), *command, "-j", "1", "-b", "xml", str(src), str(tmp_path / out)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    plain = build("plain", "-m", "sphinx.cmd.build")
+    launched = build("launched", str(sphinx_main))
+    page = (tmp_path / "launched" / "index.xml").read_text()
+    assert page == (tmp_path / "plain" / "index.xml").read_text()
+    for shown in ("add", "grouped", "pair", "word", "colour", "LIMIT", "point_t", "counter"):
+        assert shown in page, shown
+    assert page.count("<desc_name ") >= 9, "each directive found its node"
+    assert "Cannot find function" in plain and "Cannot find function" in launched
 
 
 def test_the_phase_timer_starts_writing_after_reading(tmp_path: Path) -> None:
