@@ -35,6 +35,7 @@ FOUNDATION_MODULES = (
     "c_expressions",
     "lexicon",
     "embedder",
+    "lancedb_client",
     "store",
     "project_scope",
     "http_security",
