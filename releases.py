@@ -296,12 +296,12 @@ class ReleaseChoice:
         the caller, and the doc_types vocabulary names, never caller text."""
         if self.series is None:
             return None
+        everywhere = self._everywhere()
         if chip is None:
             released = f"array_has(releases, '{self.series}')"
-            everywhere = self._everywhere()
         else:
             released = f"array_has(release_chips, '{release_chip(self.series, chip)}')"
-            everywhere = self._everywhere() and f"({self._everywhere()} AND array_has(chips, '{chip}'))"
+            everywhere = everywhere and f"({everywhere} AND array_has(chips, '{chip}'))"
         return f"({everywhere} OR {released})" if everywhere else f"({released})"
 
     def _everywhere(self) -> str | None:

@@ -607,9 +607,8 @@ def test_long_idf_chunk_is_found_by_a_late_window_and_old_stores_migrate(
     assert validate_store.main(["--db", str(db), "--sample", "1"]) == 0
 
 
-def test_a_store_from_before_the_release_axis_gains_the_release_columns(
-    tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
-) -> None:
+def one_idf_and_one_trm_row() -> tuple[dict[str, Any], dict[str, Any]]:
+    """An ESP-IDF v5.5.5 row and a manual row of one chip: the two shapes a migration must tell apart."""
     common = {"chips": ["esp32c3"], "source_doc": "Doc", "section_path": "Doc", "chunk_index": 0}
     idf = make_row(
         text="Doc\nThe UART driver.",
@@ -629,6 +628,13 @@ def test_a_store_from_before_the_release_axis_gains_the_release_columns(
         source_commit=IDF_COMMIT,
         **common,
     )
+    return idf, trm
+
+
+def test_a_store_from_before_the_release_axis_gains_the_release_columns(
+    tmp_path: Path, trees: dict[str, Path], embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    idf, trm = one_idf_and_one_trm_row()
     db = tmp_path / "db"
     for row, doc_type in ((idf, "idf"), (trm, "trm")):
         chunks = write_rows(tmp_path / f"{doc_type}.jsonl", [row])
@@ -649,18 +655,7 @@ def test_a_store_without_release_chips_is_refused_until_every_corpus_is_embedded
 ) -> None:
     """Without release_chips a release filter with a chip cannot tell the builds a row came from:
     the server refuses the store until each corpus's rows are written with the column."""
-    common = {"chips": ["esp32c3"], "source_doc": "Doc", "section_path": "Doc", "chunk_index": 0}
-    idf = make_row(
-        text="Doc\nThe UART driver.",
-        doc_type="idf",
-        file_path="api-reference/uart",
-        releases=["v5.5"],
-        release_sources=[f"v5.5.5@{IDF_COMMIT}"],
-        source_version="v5.5.5",
-        source_commit=IDF_COMMIT,
-        **common,
-    )
-    trm = make_row(text="Doc\nUART registers.", doc_type="trm", file_path="ESP32-C3/uart", **common)
+    idf, trm = one_idf_and_one_trm_row()
     db = tmp_path / "db"
     chunks = {
         doc_type: write_rows(tmp_path / f"{doc_type}.jsonl", [row])
